@@ -1,0 +1,338 @@
+/*
+ * gdn — the gated delta rule (Gated DeltaNet) for inference engines.
+ *
+ * The C ABI. C99, no vendor header: a stream is a `void*` holding a
+ * `cudaStream_t` or a `hipStream_t` (NULL: the backend's default stream; the
+ * CPU backend ignores it and runs synchronously on the calling thread).
+ *
+ * The math (per value head h, token t; S is the [K][V] FP32 state):
+ *
+ *     S_t = e^{g_t} S_{t-1} + k_t d_tᵀ,   d_t = β_t (v_t − e^{g_t} S_{t-1}ᵀ k_t)
+ *     o_t = S_tᵀ (scale · q_t)
+ *
+ * Conventions that hold for every function below:
+ *   - Every function returns a gdn_status_t. On any status other than
+ *     GDN_SUCCESS nothing is written: no output, no state slot, no workspace
+ *     byte, no out-parameter. gdn_last_error() then holds a message that names
+ *     the argument and its value.
+ *   - No exception, abort or signal crosses this ABI. A C++ exception inside
+ *     the library becomes GDN_ERROR_INTERNAL.
+ *   - The library never allocates device memory and never synchronises a
+ *     stream. GPU work is enqueued on the caller's stream and the call returns;
+ *     pointers must stay valid until that work completes.
+ *   - Structs begin with `size_t struct_size`. Initialise each with its
+ *     gdn_*_init() function (zero = default for every field), then set what you
+ *     need. The library reads min(struct_size, its sizeof) bytes and defaults
+ *     the rest, so a program built against an older header keeps working; a
+ *     struct_size larger than the library knows is rejected (the caller
+ *     expects fields this library would ignore).
+ *   - The library is thread-safe: calls from several host threads may run at
+ *     once, each with its own workspace (a workspace serves one call at a time).
+ */
+#ifndef GDN_GDN_H
+#define GDN_GDN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(_WIN32) && defined(GDN_BUILDING_SHARED)
+#define GDN_API __declspec(dllexport)
+#elif defined(_WIN32) && defined(GDN_SHARED)
+#define GDN_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define GDN_API __attribute__((visibility("default")))
+#else
+#define GDN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ version */
+
+#define GDN_VERSION_MAJOR 0
+#define GDN_VERSION_MINOR 1
+#define GDN_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
+
+/* The version of the library actually loaded, encoded as GDN_VERSION. A
+ * header/library mismatch is `gdn_version() / 10000 != GDN_VERSION_MAJOR`
+ * (different ABI) or `gdn_version() < GDN_VERSION` (a library older than the
+ * header: struct sizes from this header may be rejected). */
+GDN_API uint32_t gdn_version(void);
+
+/* ------------------------------------------------------------------- errors */
+
+/* Values are pinned: never renumbered, never reused. */
+typedef enum gdn_status_t {
+    GDN_SUCCESS = 0,
+    GDN_ERROR_INVALID_ARGUMENT = 1,      /* a null pointer, size, stride, flag or struct_size is wrong */
+    GDN_ERROR_NOT_SUPPORTED = 2,         /* valid, but this backend/path does not do it (e.g. head dim 96) */
+    GDN_ERROR_WORKSPACE_TOO_SMALL = 3,   /* workspace_bytes < gdn_workspace_size() */
+    GDN_ERROR_BACKEND_UNAVAILABLE = 4,   /* backend not compiled in, or no such device */
+    GDN_ERROR_DEVICE = 5,                /* the GPU runtime reported an error (launch, stream) */
+    GDN_ERROR_INTERNAL = 6               /* a bug in gdn: please report the message */
+} gdn_status_t;
+
+/* A static string naming the status ("invalid argument", ...). Never NULL. */
+GDN_API const char* gdn_status_string(gdn_status_t status);
+
+/* The detail of the last failed call on this thread ("v.head_stride (100) <
+ * head_dim_v (128)"), or "" after a successful call. Thread-local; the
+ * pointer stays valid until the next gdn call on the same thread. */
+GDN_API const char* gdn_last_error(void);
+
+/* ----------------------------------------------------------------- enums */
+
+typedef enum gdn_backend_t {
+    GDN_BACKEND_CPU = 0,
+    GDN_BACKEND_CUDA = 1,
+    GDN_BACKEND_HIP = 2
+} gdn_backend_t;
+
+typedef enum gdn_dtype_t {
+    GDN_DTYPE_F32 = 0,
+    GDN_DTYPE_F16 = 1,
+    GDN_DTYPE_BF16 = 2
+} gdn_dtype_t;
+
+/* Which key head serves value head h (Hv value heads, Hk key heads). */
+typedef enum gdn_head_mapping_t {
+    GDN_HEADS_GROUPED = 0,     /* kh = h / (Hv / Hk): flash-linear-attention, Qwen */
+    GDN_HEADS_INTERLEAVED = 1  /* kh = h % Hk: llama.cpp */
+} gdn_head_mapping_t;
+
+/* Layout of one head's state inside a slot of the pool. */
+typedef enum gdn_state_layout_t {
+    GDN_STATE_KV = 0,  /* state[k][v]: element (k, v) at k * V + v */
+    GDN_STATE_VK = 1   /* state[v][k]: element (k, v) at v * K + k */
+} gdn_state_layout_t;
+
+typedef enum gdn_algorithm_t {
+    GDN_ALGO_AUTO = 0,        /* the fastest path allowed; gdn_select_path() says which and why */
+    GDN_ALGO_SEQUENTIAL = 1,  /* token by token, FP32: bit-identical to the sequential kernel */
+    GDN_ALGO_CHUNKED = 2      /* chunked WY form; an error (not a fallback) where no chunked path runs */
+} gdn_algorithm_t;
+
+/* The precision the caller allows for the chunked products. A path at least
+ * as accurate is always allowed (FP32 sequential is allowed under every mode).
+ * The default, FP32, never changes bits by itself. */
+typedef enum gdn_precision_t {
+    GDN_PRECISION_FP32 = 0,   /* FP32 operands and accumulation */
+    GDN_PRECISION_TF32X3 = 1, /* near-FP32 tensor-core products (split operands) */
+    GDN_PRECISION_FP16 = 2,   /* FP16 operands, FP32 accumulation (HIP gfx11 WMMA, CPU emulation) */
+    GDN_PRECISION_BF16 = 3    /* BF16 operands, FP32 accumulation */
+} gdn_precision_t;
+
+/* What actually runs. */
+typedef enum gdn_path_t {
+    GDN_PATH_NONE = 0,
+    GDN_PATH_SEQUENTIAL = 1,          /* FP32 token by token */
+    GDN_PATH_CHUNKED_FP32 = 2,        /* WY form, C = 32, all FP32 (CPU, CUDA) */
+    GDN_PATH_CHUNKED_LOWP_C16 = 3     /* WY form, C = 16, FP16/BF16 operands, FP32 accumulation
+                                         (HIP gfx11 WMMA; CPU emulation of the same numerics) */
+} gdn_path_t;
+
+/* Problem flags (gdn_problem_t.flags). */
+#define GDN_FLAG_QK_L2NORM         (1u << 0) /* q ← q / sqrt(Σq² + l2norm_eps), same for k, before use */
+#define GDN_FLAG_GATE_FROM_RAW     (1u << 1) /* tensors.g holds a; g = −exp(A_log[h]) · softplus(a + dt_bias[h]) */
+#define GDN_FLAG_BETA_FROM_LOGITS  (1u << 2) /* tensors.beta holds b; β = sigmoid(b) */
+#define GDN_FLAG_OUTPUT_NORM       (1u << 3) /* out = o / sqrt(mean(o²) + norm_eps) · w ⊙ silu(z), per value head */
+#define GDN_FLAG_VALIDATE          (1u << 4) /* GPU backends check device-side contents (cu_seqlens,
+                                                slot indices) before computing; slower. The CPU
+                                                backend always checks them. */
+#define GDN_FLAG_ALL_ ((1u << 5) - 1u)
+
+/* Capability feature bits (gdn_caps_t.features). */
+#define GDN_FEATURE_ASYNC_COPY  (1ull << 0) /* cp.async (sm_80+) */
+#define GDN_FEATURE_FP16_MMA    (1ull << 1) /* fp16/bf16 tensor-core MMA */
+#define GDN_FEATURE_TF32_MMA    (1ull << 2)
+#define GDN_FEATURE_WGMMA       (1ull << 3) /* sm_90 warpgroup MMA */
+#define GDN_FEATURE_GFX11_WMMA  (1ull << 4) /* RDNA3 16x16x16 WMMA */
+#define GDN_FEATURE_CPU_THREADS (1ull << 5) /* CPU backend runs multi-threaded */
+
+/* ------------------------------------------------------------------- probe */
+
+typedef struct gdn_caps_t {
+    size_t struct_size;
+    gdn_backend_t backend;
+    int32_t device;                      /* device ordinal (0 for the CPU) */
+    char arch[32];                       /* "sm_90", "gfx1151", "x86_64", ... */
+    char name[96];                       /* marketing name of the device */
+    int32_t multiprocessor_count;        /* SMs / CUs; for the CPU: worker threads the CPU
+                                            backend uses (the caller may lower it, >= 1) */
+    int32_t warp_size;                   /* 32 or 64; 1 for the CPU */
+    size_t shared_mem_per_block_optin;   /* bytes */
+    size_t shared_mem_per_multiprocessor;/* bytes */
+    uint64_t features;                   /* GDN_FEATURE_* */
+    int32_t compute_major, compute_minor;/* CUDA compute capability; gfx major/minor for HIP */
+} gdn_caps_t;
+
+static inline void gdn_caps_init(gdn_caps_t* caps) {
+    memset(caps, 0, sizeof *caps);
+    caps->struct_size = sizeof *caps;
+}
+
+/* Fills `caps` for a device of `backend` (device ordinal `device`; 0 for the
+ * CPU). Probe once per device and keep the caps: every later call takes them
+ * and queries nothing again. Also does the backend's one-time per-device setup
+ * (thread-safe, at most once per device). caps->struct_size must be set
+ * (gdn_caps_init). Errors: GDN_ERROR_BACKEND_UNAVAILABLE (not compiled in, no
+ * such device), GDN_ERROR_INVALID_ARGUMENT (caps NULL, bad struct_size),
+ * GDN_ERROR_DEVICE. */
+GDN_API gdn_status_t gdn_probe(gdn_backend_t backend, int32_t device, gdn_caps_t* caps);
+
+/* ----------------------------------------------------------------- problem */
+
+/* Shapes and options, no pointers: everything the workspace size and the
+ * choice of path depend on. */
+typedef struct gdn_problem_t {
+    size_t struct_size;
+    int32_t num_seqs;          /* sequences in the batch, >= 1 */
+    int64_t num_tokens;        /* tokens of all sequences together, >= 1 and < 2^31 */
+    int64_t max_seqlen;        /* host hint: the longest sequence (0: num_tokens). A sequence
+                                  longer than this is the caller's bug (checked with VALIDATE) */
+    int32_t num_k_heads;       /* Hk */
+    int32_t num_v_heads;       /* Hv, a multiple of Hk */
+    int32_t head_dim_k;        /* K: 64 and 128 on every path; others as the path allows */
+    int32_t head_dim_v;        /* V */
+    gdn_head_mapping_t head_mapping;
+    gdn_dtype_t input_dtype;   /* q, k, v and z */
+    gdn_dtype_t gate_dtype;    /* g and beta: F32 or input_dtype */
+    gdn_dtype_t output_dtype;  /* out */
+    gdn_state_layout_t state_layout;
+    int32_t num_state_slots;   /* slots in the pool (0: num_seqs). Without slot indices
+                                  sequence i uses slot i, so it must be >= num_seqs */
+    gdn_algorithm_t algorithm;
+    gdn_precision_t precision;
+    uint32_t flags;            /* GDN_FLAG_* */
+    float scale;               /* multiplies q; 0: 1/sqrt(head_dim_k) */
+    float l2norm_eps;          /* 0: 1e-6 */
+    float norm_eps;            /* output norm; 0: 1e-6 */
+} gdn_problem_t;
+
+static inline void gdn_problem_init(gdn_problem_t* p) {
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->num_seqs = 1;
+}
+
+/* --------------------------------------------------------------- tensors */
+
+/* Pointers and strides. Strides are in elements; 0 means packed
+ * ([token][head][dim] with the head count and dim of the problem). Within a
+ * row (one token, one head) elements are contiguous. A stride smaller than the
+ * row it steps over is an error. For the CPU backend every pointer is host
+ * memory; for GPU backends every pointer is device memory, cu_seqlens and the
+ * per-sequence arrays included (no host copy: the call can be graph-captured).
+ *
+ * Tensor       shape                 dtype
+ *   q, k       [tokens][Hk][K]        input_dtype
+ *   v          [tokens][Hv][V]        input_dtype
+ *   g, beta    [tokens][Hv]           gate_dtype (raw a / b logits with the flags)
+ *   out        [tokens][Hv][V]        output_dtype (must not overlap any input)
+ *   z          [tokens][Hv][V]        input_dtype (GDN_FLAG_OUTPUT_NORM only)
+ *   state      [slots][Hv][K][V] or [slots][Hv][V][K], FP32, read and written in place
+ */
+typedef struct gdn_tensors_t {
+    size_t struct_size;
+    const void* q;     int64_t q_token_stride, q_head_stride;
+    const void* k;     int64_t k_token_stride, k_head_stride;
+    const void* v;     int64_t v_token_stride, v_head_stride;
+    const void* g;     int64_t g_token_stride, g_head_stride;
+    const void* beta;  int64_t beta_token_stride, beta_head_stride;
+    void* out;         int64_t out_token_stride, out_head_stride;
+    const void* z;     int64_t z_token_stride, z_head_stride;
+    float* state;      int64_t state_slot_stride;  /* elements between slots; 0: Hv*K*V */
+    /* num_seqs + 1 non-decreasing offsets, cu_seqlens[0] = 0, cu_seqlens[num_seqs] =
+       num_tokens. NULL: every sequence has num_tokens / num_seqs tokens (a decode batch). */
+    const int32_t* cu_seqlens;
+    /* Optional, num_seqs entries: the pool slot of each sequence. Negative = padding:
+       that sequence reads nothing and writes nothing (its out rows are left as they were). */
+    const int32_t* state_indices;
+    /* Optional, num_seqs entries: nonzero = the sequence starts from a zero state (its slot
+       is written, never read). NULL: every sequence continues from its slot. */
+    const uint8_t* start_from_zero;
+    const float* A_log;        /* [Hv], GDN_FLAG_GATE_FROM_RAW */
+    const float* dt_bias;      /* [Hv], GDN_FLAG_GATE_FROM_RAW */
+    const float* norm_weight;  /* [V],  GDN_FLAG_OUTPUT_NORM */
+} gdn_tensors_t;
+
+static inline void gdn_tensors_init(gdn_tensors_t* t) {
+    memset(t, 0, sizeof *t);
+    t->struct_size = sizeof *t;
+}
+
+/* ------------------------------------------------------------ path choice */
+
+typedef struct gdn_path_info_t {
+    size_t struct_size;
+    gdn_path_t path;           /* what gdn_chunked_recurrence() runs for this problem */
+    int32_t chunk_size;        /* 0 for the sequential path */
+    gdn_precision_t precision; /* the precision of what runs */
+    char reason[192];          /* why ("auto: 2048 tokens >= 128 and 132 SMs fit the scan in one wave") */
+} gdn_path_info_t;
+
+static inline void gdn_path_info_init(gdn_path_info_t* info) {
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+}
+
+/* Which path gdn_chunked_recurrence() takes for `problem` (and, if not NULL,
+ * `tensors`: some paths need aligned pointers or row strides divisible by 8)
+ * on the device of `caps`, and why. With tensors == NULL the answer assumes
+ * tensors every path accepts. Pure: queries no device, reads no tensor data.
+ * Errors: those of the validation (a forced `chunked` that cannot run here is
+ * GDN_ERROR_NOT_SUPPORTED with the reason). */
+GDN_API gdn_status_t gdn_select_path(const gdn_caps_t* caps, const gdn_problem_t* problem,
+                                     const gdn_tensors_t* tensors, gdn_path_info_t* info);
+
+/* ------------------------------------------------------------------- run */
+
+/* Workspace alignment the library needs (bytes). */
+#define GDN_WORKSPACE_ALIGNMENT 256
+
+/* The scratch bytes gdn_chunked_recurrence() needs for `problem` on `caps`
+ * (0 is possible: then workspace may be NULL). Depends on shapes only, and is
+ * bounded: long prompts are processed in super-blocks, so a 1M-token prompt
+ * needs no more than a 2K one. Size it once for the largest problem you run;
+ * a larger workspace is always fine. */
+GDN_API gdn_status_t gdn_workspace_size(const gdn_caps_t* caps, const gdn_problem_t* problem,
+                                        size_t* bytes);
+
+/* Runs the gated delta rule over every sequence of the batch: reads q, k, v,
+ * g, beta (and z), reads each sequence's state slot (unless it starts from
+ * zero), writes out and the final state back into the same slot. The path is
+ * the one gdn_select_path() reports (the sequential one for decode).
+ *
+ * Ownership: nothing is retained after the call returns; GPU work is enqueued
+ * on `stream` (a cudaStream_t / hipStream_t; NULL = default stream) and the
+ * caller keeps every buffer alive until it completes. The workspace
+ * (`workspace_bytes` >= gdn_workspace_size(), aligned to
+ * GDN_WORKSPACE_ALIGNMENT, device memory for GPU backends) is scratch: its
+ * contents before and after are irrelevant, and one workspace serves one call
+ * at a time.
+ *
+ * Alignment: every pointer aligned to its element size; the CUDA/HIP chunked
+ * paths need more where they load vectors and fall back (auto) or fail
+ * (forced) otherwise.
+ *
+ * Device-side contents (cu_seqlens order, slot indices in range, no two
+ * sequences sharing a slot) are the caller's contract; GDN_FLAG_VALIDATE
+ * checks them on GPU backends. No two sequences may name the same slot.
+ *
+ * Errors (nothing written): GDN_ERROR_INVALID_ARGUMENT, GDN_ERROR_NOT_SUPPORTED,
+ * GDN_ERROR_WORKSPACE_TOO_SMALL, GDN_ERROR_BACKEND_UNAVAILABLE, GDN_ERROR_DEVICE
+ * (a launch failed; for GPU backends work already enqueued may have run). */
+GDN_API gdn_status_t gdn_chunked_recurrence(const gdn_caps_t* caps, const gdn_problem_t* problem,
+                                            const gdn_tensors_t* tensors, void* workspace,
+                                            size_t workspace_bytes, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GDN_GDN_H */

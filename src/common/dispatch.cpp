@@ -1,0 +1,129 @@
+// The dispatch policy: which path runs for a problem on a device, and why.
+// Rules (numbers from measurements, see docs/perf-notes.md):
+//   - `sequential` forced: the sequential path, always (every backend has it).
+//   - `chunked` forced: the chunked path of the backend, or NOT_SUPPORTED with
+//     the reason it cannot run here — never a silent fallback.
+//   - `auto`: the chunked path where it is eligible and faster, else sequential.
+// The precision is what the caller allows: a more accurate path is always
+// allowed, so FP32 paths serve every precision request.
+#include "dispatch.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include "error.hpp"
+
+namespace gdn {
+
+namespace {
+
+void set_reason(PathChoice* c, const std::string& why) {
+    std::snprintf(c->reason, sizeof c->reason, "%s", why.c_str());
+}
+
+bool lowp(gdn_precision_t p) { return p == GDN_PRECISION_FP16 || p == GDN_PRECISION_BF16; }
+
+// The chunked path this backend would take, if eligible: sets path/chunk/
+// precision and returns "" when eligible, or the reason it is not.
+std::string cpu_chunked(const Shape& s, PathChoice* c) {
+    if (lowp(s.precision)) {
+        c->path = GDN_PATH_CHUNKED_LOWP_C16;
+        c->chunk_size = policy::kCpuLowpChunk;
+        c->precision = s.precision;
+    } else {
+        c->path = GDN_PATH_CHUNKED_FP32;
+        c->chunk_size = policy::kCpuChunk;
+        c->precision = GDN_PRECISION_FP32;
+    }
+    return "";
+}
+
+std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
+    c->path = GDN_PATH_CHUNKED_FP32;
+    c->chunk_size = policy::kCudaChunk;
+    c->precision = GDN_PRECISION_FP32;
+    if (caps.compute_major < 8)
+        return fmt::format("the CUDA chunked path needs sm_80+ (cp.async); this is {}", caps.arch);
+    if (!((s.head_dim_k == 128 && s.head_dim_v == 128) || (s.head_dim_k == 64 && s.head_dim_v == 64)))
+        return fmt::format("the CUDA chunked path takes K = V = 64 or 128, not K = {}, V = {}",
+                           s.head_dim_k, s.head_dim_v);
+    (void)t;
+    return "";
+}
+
+std::string hip_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
+    c->path = GDN_PATH_CHUNKED_LOWP_C16;
+    c->chunk_size = policy::kHipChunk;
+    c->precision = GDN_PRECISION_FP16;
+    if (!(caps.features & GDN_FEATURE_GFX11_WMMA))
+        return fmt::format("the HIP chunked path needs gfx11 WMMA (gfx1100-1103, gfx1150, gfx1151); "
+                           "this is {}",
+                           caps.arch);
+    if (s.precision != GDN_PRECISION_FP16)
+        return "the HIP chunked path uses FP16 operands: allow it with problem.precision = "
+               "GDN_PRECISION_FP16";
+    if (s.head_dim_k != 128 || s.head_dim_v != 128)
+        return fmt::format("the HIP chunked path takes K = V = 128, not K = {}, V = {}",
+                           s.head_dim_k, s.head_dim_v);
+    if (t && t->out_stride.token % 8 != 0)
+        return fmt::format("the HIP chunked path needs an out row stride divisible by 8, not {}",
+                           t->out_stride.token);
+    return "";
+}
+
+// Auto's length rule: the chunked launches pay off from this many tokens in
+// the longest sequence on.
+int64_t chunked_min_tokens(const gdn_caps_t& caps) {
+    switch (caps.backend) {
+        case GDN_BACKEND_CUDA: return policy::kCudaChunkedMinTokens;
+        case GDN_BACKEND_HIP: return policy::kHipChunkedMinTokens;
+        default: return policy::kCpuChunkedMinTokens;
+    }
+}
+
+}  // namespace
+
+gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
+                         PathChoice* out) {
+    PathChoice c;
+    if (s.algorithm == GDN_ALGO_SEQUENTIAL) {
+        c.path = GDN_PATH_SEQUENTIAL;
+        set_reason(&c, "sequential: forced by problem.algorithm");
+        *out = c;
+        return GDN_SUCCESS;
+    }
+    std::string not_eligible;
+    switch (caps.backend) {
+        case GDN_BACKEND_CPU: not_eligible = cpu_chunked(s, &c); break;
+        case GDN_BACKEND_CUDA: not_eligible = cuda_chunked(caps, s, t, &c); break;
+        case GDN_BACKEND_HIP: not_eligible = hip_chunked(caps, s, t, &c); break;
+    }
+    if (s.algorithm == GDN_ALGO_CHUNKED) {
+        if (!not_eligible.empty())
+            return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",
+                        not_eligible);
+        set_reason(&c, fmt::format("chunked (C = {}): forced by problem.algorithm", c.chunk_size));
+        *out = c;
+        return GDN_SUCCESS;
+    }
+    // auto
+    const int64_t min_tokens = chunked_min_tokens(caps);
+    PathChoice seq;
+    seq.path = GDN_PATH_SEQUENTIAL;
+    if (!not_eligible.empty()) {
+        set_reason(&seq, "auto: sequential, because " + not_eligible);
+        *out = seq;
+    } else if (s.max_seqlen < min_tokens) {
+        set_reason(&seq, fmt::format("auto: sequential, the longest sequence ({} tokens) is below "
+                                     "the chunked threshold ({} tokens)",
+                                     s.max_seqlen, min_tokens));
+        *out = seq;
+    } else {
+        set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}",
+                                   c.chunk_size, s.max_seqlen, min_tokens));
+        *out = c;
+    }
+    return GDN_SUCCESS;
+}
+
+}  // namespace gdn

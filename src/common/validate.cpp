@@ -1,0 +1,402 @@
+#include "validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "error.hpp"
+
+namespace gdn {
+
+namespace {
+
+constexpr int64_t kMaxTokens = int64_t(1) << 31;  // cu_seqlens is int32
+constexpr int32_t kMaxHeadDim = 1024;
+
+// Copies min(struct_size, sizeof) bytes over a defaulted struct.
+template <class T>
+gdn_status_t read_versioned(const T* in, const char* name, size_t min_size, T* out) {
+    if (in == nullptr) return fail(GDN_ERROR_INVALID_ARGUMENT, "{} is NULL", name);
+    const size_t size = in->struct_size;
+    if (size < min_size)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "{}->struct_size ({}) < {}, the smallest size any gdn.h had: not initialised "
+                    "with its gdn_*_init()?",
+                    name, size, min_size);
+    if (size > sizeof(T))
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "{}->struct_size ({}) > {}, the size this library knows: the caller was built "
+                    "against a newer gdn.h (library version {}.{}.{})",
+                    name, size, sizeof(T), GDN_VERSION_MAJOR, GDN_VERSION_MINOR,
+                    GDN_VERSION_PATCH);
+    std::memset(static_cast<void*>(out), 0, sizeof(T));
+    std::memcpy(static_cast<void*>(out), static_cast<const void*>(in), size);
+    out->struct_size = sizeof(T);
+    return GDN_SUCCESS;
+}
+
+bool finite_nonneg(float x) { return std::isfinite(x) && x >= 0.0f; }
+
+struct TensorSpec {
+    const char* name;
+    const void* ptr;
+    int64_t token_stride;  // as given (0 = packed)
+    int64_t head_stride;
+    int32_t heads;
+    int32_t dim;
+    gdn_dtype_t dtype;
+};
+
+// Resolves packed strides and checks one [token][head][dim] tensor.
+gdn_status_t check_tensor(const TensorSpec& t, int64_t tokens, Strides* out, bool written) {
+    if (t.ptr == nullptr) return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.{} is NULL", t.name);
+    const size_t esize = dtype_size(t.dtype);
+    if (reinterpret_cast<uintptr_t>(t.ptr) % esize != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.{} ({}) is not aligned to its element size ({} bytes, {})",
+                    t.name, t.ptr, esize, dtype_name(t.dtype));
+    Strides s;
+    s.head = t.head_stride == 0 ? t.dim : t.head_stride;
+    s.token = t.token_stride == 0 ? int64_t(t.heads) * s.head : t.token_stride;
+    if (t.head_stride < 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.head_stride ({}) < 0", t.name, t.head_stride);
+    if (t.token_stride < 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.token_stride ({}) < 0", t.name, t.token_stride);
+    if (t.heads > 1 && s.head < t.dim)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.head_stride ({}) < its row ({} elements)", t.name,
+                    s.head, t.dim);
+    if (tokens > 1 && s.token < t.dim)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.token_stride ({}) < its row ({} elements)", t.name,
+                    s.token, t.dim);
+    if (written && t.heads > 1 && tokens > 1) {
+        // Rows written must not overlap: the larger stride steps over the
+        // whole span of the smaller one.
+        const bool head_inner = s.head <= s.token;
+        const int64_t inner = head_inner ? s.head : s.token;
+        const int64_t inner_count = head_inner ? t.heads : tokens;
+        const int64_t outer = head_inner ? s.token : s.head;
+        if (outer < inner * inner_count)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "{}: token_stride ({}) and head_stride ({}) make rows overlap ({} heads, "
+                        "{} tokens)",
+                        t.name, s.token, s.head, t.heads, tokens);
+    }
+    // The largest element offset must fit in 63 bits (it does for any sane
+    // stride, but an absurd one must not wrap).
+    const double span = double(tokens - 1) * double(s.token) + double(t.heads - 1) * double(s.head) +
+                        double(t.dim);
+    if (span > 9.0e18)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "{}: strides ({}, {}) span more than 2^63 elements",
+                    t.name, s.token, s.head);
+    *out = s;
+    return GDN_SUCCESS;
+}
+
+// [first, last) byte range a tensor touches.
+struct Range {
+    const char* name;
+    uintptr_t begin;
+    uintptr_t end;
+};
+
+Range range_of(const char* name, const void* p, int64_t tokens, Strides s, int32_t heads,
+               int32_t dim, size_t esize) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+    const uint64_t last = uint64_t(tokens - 1) * uint64_t(s.token) +
+                          uint64_t(heads - 1) * uint64_t(s.head) + uint64_t(dim);
+    return {name, b, b + last * esize};
+}
+
+bool overlap(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
+
+}  // namespace
+
+const char* dtype_name(gdn_dtype_t t) {
+    switch (t) {
+        case GDN_DTYPE_F32: return "f32";
+        case GDN_DTYPE_F16: return "f16";
+        case GDN_DTYPE_BF16: return "bf16";
+    }
+    return "?";
+}
+
+size_t min_struct_size_caps() { return offsetof(gdn_caps_t, compute_major); }
+size_t min_struct_size_problem() { return offsetof(gdn_problem_t, head_mapping); }
+size_t min_struct_size_tensors() { return offsetof(gdn_tensors_t, state_slot_stride); }
+size_t min_struct_size_path_info() { return offsetof(gdn_path_info_t, chunk_size); }
+
+gdn_status_t read_caps(const gdn_caps_t* in, gdn_caps_t* out) {
+    if (gdn_status_t st = read_versioned(in, "caps", min_struct_size_caps(), out)) return st;
+    if (out->backend != GDN_BACKEND_CPU && out->backend != GDN_BACKEND_CUDA &&
+        out->backend != GDN_BACKEND_HIP)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "caps->backend ({}) is not a gdn_backend_t",
+                    int(out->backend));
+    if (out->device < 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "caps->device ({}) < 0", out->device);
+    if (out->multiprocessor_count < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "caps->multiprocessor_count ({}) < 1: caps not filled by gdn_probe()?",
+                    out->multiprocessor_count);
+    if (out->warp_size < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "caps->warp_size ({}) < 1: caps not filled by gdn_probe()?", out->warp_size);
+    out->arch[sizeof out->arch - 1] = '\0';
+    out->name[sizeof out->name - 1] = '\0';
+    return GDN_SUCCESS;
+}
+
+gdn_status_t read_problem(const gdn_problem_t* in, Shape* s) {
+    gdn_problem_t p;
+    if (gdn_status_t st = read_versioned(in, "problem", min_struct_size_problem(), &p)) return st;
+
+    if (p.num_seqs < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_seqs ({}) < 1", p.num_seqs);
+    if (p.num_tokens < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_tokens ({}) < 1", p.num_tokens);
+    if (p.num_tokens >= kMaxTokens)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.num_tokens ({}) >= 2^31 (cu_seqlens is int32): split the call",
+                    p.num_tokens);
+    if (p.max_seqlen < 0 || p.max_seqlen > p.num_tokens)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.max_seqlen ({}) is outside [0, num_tokens ({})]", p.max_seqlen,
+                    p.num_tokens);
+    if (p.num_k_heads < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_k_heads ({}) < 1", p.num_k_heads);
+    if (p.num_v_heads < 1)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_v_heads ({}) < 1", p.num_v_heads);
+    if (p.num_v_heads % p.num_k_heads != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.num_v_heads ({}) is not a multiple of num_k_heads ({})",
+                    p.num_v_heads, p.num_k_heads);
+    if (p.head_dim_k < 1 || p.head_dim_k > kMaxHeadDim)
+        return fail(p.head_dim_k < 1 ? GDN_ERROR_INVALID_ARGUMENT : GDN_ERROR_NOT_SUPPORTED,
+                    "problem.head_dim_k ({}) is outside [1, {}]", p.head_dim_k, kMaxHeadDim);
+    if (p.head_dim_v < 1 || p.head_dim_v > kMaxHeadDim)
+        return fail(p.head_dim_v < 1 ? GDN_ERROR_INVALID_ARGUMENT : GDN_ERROR_NOT_SUPPORTED,
+                    "problem.head_dim_v ({}) is outside [1, {}]", p.head_dim_v, kMaxHeadDim);
+    if (p.head_mapping != GDN_HEADS_GROUPED && p.head_mapping != GDN_HEADS_INTERLEAVED)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.head_mapping ({}) is not a gdn_head_mapping_t",
+                    int(p.head_mapping));
+    auto dtype_ok = [](gdn_dtype_t t) {
+        return t == GDN_DTYPE_F32 || t == GDN_DTYPE_F16 || t == GDN_DTYPE_BF16;
+    };
+    if (!dtype_ok(p.input_dtype))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.input_dtype ({}) is not a gdn_dtype_t",
+                    int(p.input_dtype));
+    if (!dtype_ok(p.output_dtype))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.output_dtype ({}) is not a gdn_dtype_t",
+                    int(p.output_dtype));
+    if (!dtype_ok(p.gate_dtype))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.gate_dtype ({}) is not a gdn_dtype_t",
+                    int(p.gate_dtype));
+    if (p.gate_dtype != GDN_DTYPE_F32 && p.gate_dtype != p.input_dtype)
+        return fail(GDN_ERROR_NOT_SUPPORTED,
+                    "problem.gate_dtype ({}) must be f32 or the input dtype ({})",
+                    dtype_name(p.gate_dtype), dtype_name(p.input_dtype));
+    if (p.state_layout != GDN_STATE_KV && p.state_layout != GDN_STATE_VK)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.state_layout ({}) is not a gdn_state_layout_t",
+                    int(p.state_layout));
+    if (p.num_state_slots < 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_state_slots ({}) < 0",
+                    p.num_state_slots);
+    if (p.algorithm != GDN_ALGO_AUTO && p.algorithm != GDN_ALGO_SEQUENTIAL &&
+        p.algorithm != GDN_ALGO_CHUNKED)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm ({}) is not a gdn_algorithm_t",
+                    int(p.algorithm));
+    if (p.precision != GDN_PRECISION_FP32 && p.precision != GDN_PRECISION_TF32X3 &&
+        p.precision != GDN_PRECISION_FP16 && p.precision != GDN_PRECISION_BF16)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.precision ({}) is not a gdn_precision_t",
+                    int(p.precision));
+    if ((p.flags & ~GDN_FLAG_ALL_) != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x{:x}) has unknown bits 0x{:x}",
+                    p.flags, p.flags & ~GDN_FLAG_ALL_);
+    if (!std::isfinite(p.scale))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.scale ({}) is not finite", p.scale);
+    if (!finite_nonneg(p.l2norm_eps))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.l2norm_eps ({}) is negative or not finite",
+                    p.l2norm_eps);
+    if (!finite_nonneg(p.norm_eps))
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.norm_eps ({}) is negative or not finite",
+                    p.norm_eps);
+
+    s->num_seqs = p.num_seqs;
+    s->num_tokens = p.num_tokens;
+    s->max_seqlen = p.max_seqlen == 0 ? p.num_tokens : p.max_seqlen;
+    s->num_k_heads = p.num_k_heads;
+    s->num_v_heads = p.num_v_heads;
+    s->group = p.num_v_heads / p.num_k_heads;
+    s->head_dim_k = p.head_dim_k;
+    s->head_dim_v = p.head_dim_v;
+    s->head_mapping = p.head_mapping;
+    s->input_dtype = p.input_dtype;
+    s->gate_dtype = p.gate_dtype;
+    s->output_dtype = p.output_dtype;
+    s->state_layout = p.state_layout;
+    s->num_state_slots = p.num_state_slots == 0 ? p.num_seqs : p.num_state_slots;
+    s->algorithm = p.algorithm;
+    s->precision = p.precision;
+    s->flags = p.flags;
+    s->scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim_k));
+    s->l2norm_eps = p.l2norm_eps != 0.0f ? p.l2norm_eps : 1e-6f;
+    s->norm_eps = p.norm_eps != 0.0f ? p.norm_eps : 1e-6f;
+    return GDN_SUCCESS;
+}
+
+gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out) {
+    gdn_tensors_t t;
+    if (gdn_status_t st = read_versioned(in, "tensors", min_struct_size_tensors(), &t)) return st;
+    const int64_t T = s.num_tokens;
+    Tensors r{};
+
+    const TensorSpec specs[] = {
+        {"q", t.q, t.q_token_stride, t.q_head_stride, s.num_k_heads, s.head_dim_k, s.input_dtype},
+        {"k", t.k, t.k_token_stride, t.k_head_stride, s.num_k_heads, s.head_dim_k, s.input_dtype},
+        {"v", t.v, t.v_token_stride, t.v_head_stride, s.num_v_heads, s.head_dim_v, s.input_dtype},
+        {"g", t.g, t.g_token_stride, t.g_head_stride, s.num_v_heads, 1, s.gate_dtype},
+        {"beta", t.beta, t.beta_token_stride, t.beta_head_stride, s.num_v_heads, 1, s.gate_dtype},
+        {"out", t.out, t.out_token_stride, t.out_head_stride, s.num_v_heads, s.head_dim_v,
+         s.output_dtype},
+        {"z", t.z, t.z_token_stride, t.z_head_stride, s.num_v_heads, s.head_dim_v, s.input_dtype},
+    };
+    Strides* dst[] = {&r.q_stride, &r.k_stride, &r.v_stride, &r.g_stride,
+                      &r.beta_stride, &r.out_stride, &r.z_stride};
+    const int n_specs = s.output_norm() ? 7 : 6;
+    for (int i = 0; i < n_specs; ++i)
+        if (gdn_status_t st = check_tensor(specs[i], T, dst[i], i == 5)) return st;
+    r.q = t.q;
+    r.k = t.k;
+    r.v = t.v;
+    r.g = t.g;
+    r.beta = t.beta;
+    r.out = t.out;
+    r.z = s.output_norm() ? t.z : nullptr;
+
+    if (t.state == nullptr) return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state is NULL");
+    if (reinterpret_cast<uintptr_t>(t.state) % alignof(float) != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state ({}) is not aligned to 4 bytes",
+                    static_cast<const void*>(t.state));
+    const int64_t head_state = int64_t(s.head_dim_k) * s.head_dim_v;
+    const int64_t slot_elems = head_state * s.num_v_heads;
+    if (t.state_slot_stride < 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state_slot_stride ({}) < 0",
+                    t.state_slot_stride);
+    r.state = t.state;
+    r.state_slot_stride = t.state_slot_stride == 0 ? slot_elems : t.state_slot_stride;
+    if (s.num_state_slots > 1 && r.state_slot_stride < slot_elems)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.state_slot_stride ({}) < one slot (Hv*K*V = {} elements)",
+                    r.state_slot_stride, slot_elems);
+
+    if (t.cu_seqlens == nullptr && T % s.num_seqs != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.cu_seqlens is NULL but num_tokens ({}) is not a multiple of num_seqs "
+                    "({})",
+                    T, s.num_seqs);
+    if (t.cu_seqlens == nullptr && T / s.num_seqs > s.max_seqlen)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.max_seqlen ({}) < num_tokens / num_seqs ({})", s.max_seqlen,
+                    T / s.num_seqs);
+    if (t.state_indices == nullptr && s.num_state_slots < s.num_seqs)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.num_state_slots ({}) < num_seqs ({}) without state_indices",
+                    s.num_state_slots, s.num_seqs);
+    if (t.cu_seqlens && reinterpret_cast<uintptr_t>(t.cu_seqlens) % 4 != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.cu_seqlens ({}) is not aligned to 4 bytes",
+                    static_cast<const void*>(t.cu_seqlens));
+    if (t.state_indices && reinterpret_cast<uintptr_t>(t.state_indices) % 4 != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.state_indices ({}) is not aligned to 4 bytes",
+                    static_cast<const void*>(t.state_indices));
+    r.cu_seqlens = t.cu_seqlens;
+    r.state_indices = t.state_indices;
+    r.start_from_zero = t.start_from_zero;
+
+    if (s.gate_from_raw()) {
+        if (t.A_log == nullptr)
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.A_log is NULL with GDN_FLAG_GATE_FROM_RAW");
+        if (t.dt_bias == nullptr)
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.dt_bias is NULL with GDN_FLAG_GATE_FROM_RAW");
+        r.A_log = t.A_log;
+        r.dt_bias = t.dt_bias;
+    }
+    if (s.output_norm()) {
+        if (t.norm_weight == nullptr)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "tensors.norm_weight is NULL with GDN_FLAG_OUTPUT_NORM");
+        r.norm_weight = t.norm_weight;
+    }
+    for (const float* p : {r.A_log, r.dt_bias, r.norm_weight})
+        if (p && reinterpret_cast<uintptr_t>(p) % 4 != 0)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "a per-head parameter pointer ({}) is not aligned to 4 bytes",
+                        static_cast<const void*>(p));
+
+    // out must not overlap anything read (it is written while they are read).
+    const Range out_range = range_of("out", r.out, T, r.out_stride, s.num_v_heads, s.head_dim_v,
+                                     dtype_size(s.output_dtype));
+    const Range state_range = {
+        "state", reinterpret_cast<uintptr_t>(r.state),
+        reinterpret_cast<uintptr_t>(r.state) +
+            uint64_t((s.num_state_slots - 1) * r.state_slot_stride + slot_elems) * 4};
+    Range inputs[] = {
+        range_of("q", r.q, T, r.q_stride, s.num_k_heads, s.head_dim_k, dtype_size(s.input_dtype)),
+        range_of("k", r.k, T, r.k_stride, s.num_k_heads, s.head_dim_k, dtype_size(s.input_dtype)),
+        range_of("v", r.v, T, r.v_stride, s.num_v_heads, s.head_dim_v, dtype_size(s.input_dtype)),
+        range_of("g", r.g, T, r.g_stride, s.num_v_heads, 1, dtype_size(s.gate_dtype)),
+        range_of("beta", r.beta, T, r.beta_stride, s.num_v_heads, 1, dtype_size(s.gate_dtype)),
+        state_range,
+        r.z ? range_of("z", r.z, T, r.z_stride, s.num_v_heads, s.head_dim_v,
+                       dtype_size(s.input_dtype))
+            : Range{"z", 0, 0},
+    };
+    for (const Range& in_range : inputs)
+        if (in_range.end > in_range.begin && overlap(out_range, in_range))
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.out overlaps tensors.{}",
+                        in_range.name);
+    for (int i = 0; i < 5; ++i)
+        if (overlap(state_range, inputs[i]))
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state overlaps tensors.{}",
+                        inputs[i].name);
+
+    *out = r;
+    return GDN_SUCCESS;
+}
+
+gdn_status_t check_sequence_arrays(const Shape& s, const int32_t* cu, const int32_t* idx) {
+    if (cu) {
+        if (cu[0] != 0)
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "cu_seqlens[0] ({}) != 0", cu[0]);
+        for (int32_t i = 0; i < s.num_seqs; ++i) {
+            const int64_t len = int64_t(cu[i + 1]) - cu[i];
+            if (len < 0)
+                return fail(GDN_ERROR_INVALID_ARGUMENT, "cu_seqlens[{}] ({}) < cu_seqlens[{}] ({})",
+                            i + 1, cu[i + 1], i, cu[i]);
+            if (len > s.max_seqlen)
+                return fail(GDN_ERROR_INVALID_ARGUMENT,
+                            "sequence {} has {} tokens > problem.max_seqlen ({})", i, len,
+                            s.max_seqlen);
+        }
+        if (cu[s.num_seqs] != s.num_tokens)
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "cu_seqlens[{}] ({}) != num_tokens ({})",
+                        s.num_seqs, cu[s.num_seqs], s.num_tokens);
+    }
+    if (idx) {
+        std::vector<int32_t> used;
+        used.reserve(size_t(s.num_seqs));
+        for (int32_t i = 0; i < s.num_seqs; ++i) {
+            if (idx[i] >= s.num_state_slots)
+                return fail(GDN_ERROR_INVALID_ARGUMENT,
+                            "state_indices[{}] ({}) >= num_state_slots ({})", i, idx[i],
+                            s.num_state_slots);
+            if (idx[i] >= 0) used.push_back(idx[i]);
+        }
+        std::sort(used.begin(), used.end());
+        auto dup = std::adjacent_find(used.begin(), used.end());
+        if (dup != used.end())
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "state_indices name slot {} twice", *dup);
+    }
+    return GDN_SUCCESS;
+}
+
+}  // namespace gdn
