@@ -1,0 +1,455 @@
+// Bad input: every rejected argument gets its exact status, a message that
+// names the argument, and nothing is written — out, state and workspace are
+// byte-for-byte what they were (each filled with a pattern first).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gdn/gdn.h"
+
+namespace {
+
+constexpr unsigned char kPattern = 0xA5;
+
+// A small valid problem on the CPU backend, with every buffer owned here.
+struct Fixture {
+    int32_t T = 40, Hk = 2, Hv = 4, K = 16, V = 16, slots = 3;
+    gdn_caps_t caps;
+    gdn_problem_t problem;
+    gdn_tensors_t tensors;
+    std::vector<float> q, k, v, g, beta, z, norm_weight, A_log, dt_bias;
+    std::vector<float> out, state;
+    std::vector<int32_t> cu_seqlens, state_indices;
+    std::vector<unsigned char> workspace_storage;
+    unsigned char* workspace = nullptr;
+    size_t workspace_bytes = 0;
+
+    Fixture() {
+        gdn_caps_init(&caps);
+        REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &caps) == GDN_SUCCESS);
+        gdn_problem_init(&problem);
+        problem.num_seqs = 2;
+        problem.num_tokens = T;
+        problem.num_k_heads = Hk;
+        problem.num_v_heads = Hv;
+        problem.head_dim_k = K;
+        problem.head_dim_v = V;
+        problem.num_state_slots = slots;
+        auto fill = [](std::vector<float>& x, size_t n, float base) {
+            x.resize(n);
+            for (size_t i = 0; i < n; ++i) x[i] = base + 0.01f * float(i % 37);
+        };
+        fill(q, size_t(T) * Hk * K, -0.1f);
+        fill(k, size_t(T) * Hk * K, -0.15f);
+        fill(v, size_t(T) * Hv * V, -0.2f);
+        fill(g, size_t(T) * Hv, -0.3f);
+        fill(beta, size_t(T) * Hv, 0.2f);
+        fill(z, size_t(T) * Hv * V, -0.1f);
+        fill(norm_weight, size_t(V), 0.9f);
+        fill(A_log, size_t(Hv), -1.0f);
+        fill(dt_bias, size_t(Hv), 0.1f);
+        out.assign(size_t(T) * Hv * V, 0.0f);
+        state.assign(size_t(slots) * Hv * K * V, 0.0f);
+        cu_seqlens = {0, 15, T};
+        state_indices = {2, 0};
+        gdn_tensors_init(&tensors);
+        tensors.q = q.data();
+        tensors.k = k.data();
+        tensors.v = v.data();
+        tensors.g = g.data();
+        tensors.beta = beta.data();
+        tensors.out = out.data();
+        tensors.z = z.data();
+        tensors.state = state.data();
+        tensors.cu_seqlens = cu_seqlens.data();
+        tensors.state_indices = state_indices.data();
+        tensors.norm_weight = norm_weight.data();
+        tensors.A_log = A_log.data();
+        tensors.dt_bias = dt_bias.data();
+        size_t need = 0;
+        REQUIRE(gdn_workspace_size(&caps, &problem, &need) == GDN_SUCCESS);
+        allocate_workspace(need);
+    }
+
+    void allocate_workspace(size_t bytes) {
+        workspace_storage.assign(bytes + 2 * GDN_WORKSPACE_ALIGNMENT, kPattern);
+        uintptr_t p = reinterpret_cast<uintptr_t>(workspace_storage.data());
+        p = (p + GDN_WORKSPACE_ALIGNMENT - 1) / GDN_WORKSPACE_ALIGNMENT * GDN_WORKSPACE_ALIGNMENT;
+        workspace = reinterpret_cast<unsigned char*>(p);
+        workspace_bytes = bytes;
+    }
+
+    void poison() {
+        std::memset(out.data(), kPattern, out.size() * sizeof(float));
+        std::memset(state.data(), kPattern, state.size() * sizeof(float));
+        std::memset(workspace_storage.data(), kPattern, workspace_storage.size());
+    }
+
+    // The index of the first byte that differs from the pattern, or -1.
+    static long first_written(const void* p, size_t bytes) {
+        const unsigned char* b = static_cast<const unsigned char*>(p);
+        for (size_t i = 0; i < bytes; ++i)
+            if (b[i] != kPattern) return long(i);
+        return -1;
+    }
+
+    gdn_status_t run() {
+        return gdn_chunked_recurrence(&caps, &problem, &tensors, workspace, workspace_bytes, nullptr);
+    }
+};
+
+// Runs `call` on a poisoned fixture and checks status, message and that
+// nothing was written.
+void expect_rejected(Fixture& f, gdn_status_t want, const std::string& needle,
+                     const std::function<gdn_status_t(Fixture&)>& call) {
+    f.poison();
+    const gdn_status_t got = call(f);
+    const std::string msg = gdn_last_error();
+    INFO("status " << gdn_status_string(got) << ", message: " << msg);
+    CHECK(got == want);
+    CHECK(msg.find(needle) != std::string::npos);
+    CHECK(Fixture::first_written(f.out.data(), f.out.size() * sizeof(float)) == -1);
+    CHECK(Fixture::first_written(f.state.data(), f.state.size() * sizeof(float)) == -1);
+    CHECK(Fixture::first_written(f.workspace_storage.data(), f.workspace_storage.size()) == -1);
+}
+
+void expect_run_rejected(Fixture& f, gdn_status_t want, const std::string& needle) {
+    expect_rejected(f, want, needle, [](Fixture& x) { return x.run(); });
+}
+
+}  // namespace
+
+TEST_CASE("the fixture itself runs (so every rejection below is caused by its one change)",
+          "[validation]") {
+    Fixture f;
+    f.poison();
+    REQUIRE(f.run() == GDN_SUCCESS);
+    CHECK(std::string(gdn_last_error()).empty());
+    CHECK(Fixture::first_written(f.out.data(), f.out.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("null structs are rejected by name", "[validation]") {
+    Fixture f;
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "caps", [](Fixture& x) {
+        return gdn_chunked_recurrence(nullptr, &x.problem, &x.tensors, x.workspace, x.workspace_bytes, nullptr);
+    });
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "problem", [](Fixture& x) {
+        return gdn_chunked_recurrence(&x.caps, nullptr, &x.tensors, x.workspace, x.workspace_bytes, nullptr);
+    });
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "tensors", [](Fixture& x) {
+        return gdn_chunked_recurrence(&x.caps, &x.problem, nullptr, x.workspace, x.workspace_bytes, nullptr);
+    });
+}
+
+TEST_CASE("bad problem sizes and enums name the field and value", "[validation]") {
+    struct Case {
+        const char* what;
+        std::function<void(gdn_problem_t&)> apply;
+        gdn_status_t want;
+        const char* needle;
+    };
+    const Case cases[] = {
+        {"num_seqs 0", [](gdn_problem_t& p) { p.num_seqs = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_seqs (0)"},
+        {"num_seqs -3", [](gdn_problem_t& p) { p.num_seqs = -3; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_seqs (-3)"},
+        {"num_tokens 0", [](gdn_problem_t& p) { p.num_tokens = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_tokens (0)"},
+        {"num_tokens 2^31", [](gdn_problem_t& p) { p.num_tokens = int64_t(1) << 31; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_tokens (2147483648)"},
+        {"max_seqlen > num_tokens", [](gdn_problem_t& p) { p.max_seqlen = 41; }, GDN_ERROR_INVALID_ARGUMENT, "problem.max_seqlen (41)"},
+        {"max_seqlen < 0", [](gdn_problem_t& p) { p.max_seqlen = -1; }, GDN_ERROR_INVALID_ARGUMENT, "problem.max_seqlen (-1)"},
+        {"num_k_heads 0", [](gdn_problem_t& p) { p.num_k_heads = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_k_heads (0)"},
+        {"num_v_heads 0", [](gdn_problem_t& p) { p.num_v_heads = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_v_heads (0)"},
+        {"Hv % Hk", [](gdn_problem_t& p) { p.num_v_heads = 3; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_v_heads (3) is not a multiple of num_k_heads (2)"},
+        {"head_dim_k 0", [](gdn_problem_t& p) { p.head_dim_k = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem.head_dim_k (0)"},
+        {"head_dim_v huge", [](gdn_problem_t& p) { p.head_dim_v = 5000; }, GDN_ERROR_NOT_SUPPORTED, "problem.head_dim_v (5000)"},
+        {"head_mapping", [](gdn_problem_t& p) { p.head_mapping = gdn_head_mapping_t(7); }, GDN_ERROR_INVALID_ARGUMENT, "problem.head_mapping (7)"},
+        {"input_dtype", [](gdn_problem_t& p) { p.input_dtype = gdn_dtype_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.input_dtype (9)"},
+        {"output_dtype", [](gdn_problem_t& p) { p.output_dtype = gdn_dtype_t(-1); }, GDN_ERROR_INVALID_ARGUMENT, "problem.output_dtype (-1)"},
+        {"gate_dtype mismatch", [](gdn_problem_t& p) { p.input_dtype = GDN_DTYPE_BF16; p.gate_dtype = GDN_DTYPE_F16; }, GDN_ERROR_NOT_SUPPORTED, "problem.gate_dtype (f16)"},
+        {"state_layout", [](gdn_problem_t& p) { p.state_layout = gdn_state_layout_t(5); }, GDN_ERROR_INVALID_ARGUMENT, "problem.state_layout (5)"},
+        {"num_state_slots", [](gdn_problem_t& p) { p.num_state_slots = -1; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_state_slots (-1)"},
+        {"algorithm", [](gdn_problem_t& p) { p.algorithm = gdn_algorithm_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm (9)"},
+        {"precision", [](gdn_problem_t& p) { p.precision = gdn_precision_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (9)"},
+        {"flags", [](gdn_problem_t& p) { p.flags = 1u << 20; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100000)"},
+        {"scale NaN", [](gdn_problem_t& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.scale (nan)"},
+        {"l2norm_eps < 0", [](gdn_problem_t& p) { p.l2norm_eps = -1.0f; }, GDN_ERROR_INVALID_ARGUMENT, "problem.l2norm_eps (-1)"},
+        {"norm_eps inf", [](gdn_problem_t& p) { p.norm_eps = std::numeric_limits<float>::infinity(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.norm_eps (inf)"},
+        {"struct_size 0", [](gdn_problem_t& p) { p.struct_size = 0; }, GDN_ERROR_INVALID_ARGUMENT, "problem->struct_size (0)"},
+        {"struct_size future", [](gdn_problem_t& p) { p.struct_size = sizeof(gdn_problem_t) + 8; }, GDN_ERROR_INVALID_ARGUMENT, "newer gdn.h"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            Fixture f;
+            c.apply(f.problem);
+            expect_run_rejected(f, c.want, c.needle);
+            // The shape-only calls reject it too, and leave their out-parameters alone.
+            size_t bytes = 12345;
+            CHECK(gdn_workspace_size(&f.caps, &f.problem, &bytes) == c.want);
+            CHECK(bytes == 12345);
+            gdn_path_info_t info;
+            gdn_path_info_init(&info);
+            info.path = gdn_path_t(99);
+            CHECK(gdn_select_path(&f.caps, &f.problem, nullptr, &info) == c.want);
+            CHECK(int(info.path) == 99);
+        }
+    }
+}
+
+TEST_CASE("missing tensors are rejected by name", "[validation]") {
+    struct Case {
+        const char* what;
+        std::function<void(Fixture&)> apply;
+        const char* needle;
+    };
+    const Case cases[] = {
+        {"q", [](Fixture& f) { f.tensors.q = nullptr; }, "tensors.q is NULL"},
+        {"k", [](Fixture& f) { f.tensors.k = nullptr; }, "tensors.k is NULL"},
+        {"v", [](Fixture& f) { f.tensors.v = nullptr; }, "tensors.v is NULL"},
+        {"g", [](Fixture& f) { f.tensors.g = nullptr; }, "tensors.g is NULL"},
+        {"beta", [](Fixture& f) { f.tensors.beta = nullptr; }, "tensors.beta is NULL"},
+        {"out", [](Fixture& f) { f.tensors.out = nullptr; }, "tensors.out is NULL"},
+        {"state", [](Fixture& f) { f.tensors.state = nullptr; }, "tensors.state is NULL"},
+        {"z with output norm", [](Fixture& f) { f.problem.flags = GDN_FLAG_OUTPUT_NORM; f.tensors.z = nullptr; }, "tensors.z is NULL"},
+        {"norm_weight with output norm", [](Fixture& f) { f.problem.flags = GDN_FLAG_OUTPUT_NORM; f.tensors.norm_weight = nullptr; }, "tensors.norm_weight is NULL"},
+        {"A_log with raw gate", [](Fixture& f) { f.problem.flags = GDN_FLAG_GATE_FROM_RAW; f.tensors.A_log = nullptr; }, "tensors.A_log is NULL"},
+        {"dt_bias with raw gate", [](Fixture& f) { f.problem.flags = GDN_FLAG_GATE_FROM_RAW; f.tensors.dt_bias = nullptr; }, "tensors.dt_bias is NULL"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            Fixture f;
+            c.apply(f);
+            expect_run_rejected(f, GDN_ERROR_INVALID_ARGUMENT, c.needle);
+        }
+    }
+}
+
+TEST_CASE("bad strides, alignment and overlaps are rejected by name", "[validation]") {
+    struct Case {
+        const char* what;
+        std::function<void(Fixture&)> apply;
+        const char* needle;
+    };
+    const Case cases[] = {
+        {"v.head_stride < V", [](Fixture& f) { f.tensors.v_head_stride = 10; }, "v.head_stride (10) < its row (16 elements)"},
+        {"q.token_stride < K", [](Fixture& f) { f.tensors.q_token_stride = 8; f.tensors.q_head_stride = 16; }, "q.token_stride (8)"},
+        {"k.token_stride < 0", [](Fixture& f) { f.tensors.k_token_stride = -32; }, "k.token_stride (-32) < 0"},
+        {"g.head_stride < 0", [](Fixture& f) { f.tensors.g_head_stride = -1; }, "g.head_stride (-1) < 0"},
+        {"out rows overlap", [](Fixture& f) { f.tensors.out_token_stride = 16; f.tensors.out_head_stride = 16; }, "out: token_stride (16) and head_stride (16) make rows overlap"},
+        {"f16 q misaligned", [](Fixture& f) {
+             f.problem.input_dtype = GDN_DTYPE_F16;
+             f.problem.gate_dtype = GDN_DTYPE_F32;
+             f.tensors.q = reinterpret_cast<const char*>(f.q.data()) + 1;
+         }, "tensors.q"},
+        {"state misaligned", [](Fixture& f) { f.tensors.state = reinterpret_cast<float*>(reinterpret_cast<char*>(f.state.data()) + 2); }, "tensors.state"},
+        {"state slot stride", [](Fixture& f) { f.tensors.state_slot_stride = 100; }, "tensors.state_slot_stride (100) < one slot"},
+        {"state slot stride < 0", [](Fixture& f) { f.tensors.state_slot_stride = -1; }, "tensors.state_slot_stride (-1)"},
+        {"out overlaps v", [](Fixture& f) { f.tensors.out = f.v.data() + 8; }, "tensors.out overlaps tensors.v"},
+        {"state overlaps k", [](Fixture& f) { f.tensors.k = f.state.data(); }, "tensors.state overlaps tensors.k"},
+        {"cu_seqlens NULL, uneven", [](Fixture& f) { f.tensors.cu_seqlens = nullptr; f.problem.num_seqs = 3; f.tensors.state_indices = nullptr; }, "num_tokens (40) is not a multiple of num_seqs (3)"},
+        {"too few slots without indices", [](Fixture& f) { f.tensors.state_indices = nullptr; f.problem.num_state_slots = 1; }, "problem.num_state_slots (1) < num_seqs (2)"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            Fixture f;
+            c.apply(f);
+            expect_run_rejected(f, GDN_ERROR_INVALID_ARGUMENT, c.needle);
+        }
+    }
+}
+
+TEST_CASE("bad per-sequence arrays are caught before anything is written (CPU)", "[validation]") {
+    struct Case {
+        const char* what;
+        std::function<void(Fixture&)> apply;
+        const char* needle;
+    };
+    const Case cases[] = {
+        {"cu_seqlens[0] != 0", [](Fixture& f) { f.cu_seqlens = {1, 15, 40}; }, "cu_seqlens[0] (1) != 0"},
+        {"decreasing", [](Fixture& f) { f.cu_seqlens = {0, 41, 40}; }, "cu_seqlens[2] (40) < cu_seqlens[1] (41)"},
+        {"wrong end", [](Fixture& f) { f.cu_seqlens = {0, 15, 39}; }, "cu_seqlens[2] (39) != num_tokens (40)"},
+        {"longer than max_seqlen", [](Fixture& f) { f.problem.max_seqlen = 20; }, "sequence 1 has 25 tokens > problem.max_seqlen (20)"},
+        {"slot out of range", [](Fixture& f) { f.state_indices = {3, 0}; }, "state_indices[0] (3) >= num_state_slots (3)"},
+        {"slot named twice", [](Fixture& f) { f.state_indices = {1, 1}; }, "state_indices name slot 1 twice"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            Fixture f;
+            c.apply(f);
+            f.tensors.cu_seqlens = f.cu_seqlens.data();
+            f.tensors.state_indices = f.state_indices.data();
+            expect_run_rejected(f, GDN_ERROR_INVALID_ARGUMENT, c.needle);
+        }
+    }
+}
+
+TEST_CASE("the workspace: one byte too small, NULL, misaligned", "[validation][workspace]") {
+    Fixture f;
+    for (gdn_algorithm_t algo : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO}) {
+        f.problem.algorithm = algo;
+        size_t need = 0;
+        REQUIRE(gdn_workspace_size(&f.caps, &f.problem, &need) == GDN_SUCCESS);
+        f.allocate_workspace(need);
+        if (need > 0) {
+            f.workspace_bytes = need - 1;
+            expect_run_rejected(f, GDN_ERROR_WORKSPACE_TOO_SMALL, "workspace_bytes");
+            f.workspace_bytes = need;
+            unsigned char* aligned = f.workspace;
+            f.workspace = nullptr;
+            expect_run_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "workspace is NULL");
+            f.workspace = aligned + 16;
+            f.workspace_bytes = need;
+            expect_run_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "not aligned to 256 bytes");
+            f.workspace = aligned;
+        }
+        f.poison();
+        CHECK(f.run() == GDN_SUCCESS);
+    }
+}
+
+TEST_CASE("a struct_size from an older header is accepted and the rest defaulted", "[validation][abi]") {
+    // Reference run with full-size structs at their defaults.
+    Fixture full;
+    full.poison();
+    std::fill(full.state.begin(), full.state.end(), 0.25f);
+    REQUIRE(full.run() == GDN_SUCCESS);
+
+    // The same problem through structs that end before the optional fields;
+    // the bytes after struct_size hold garbage the library must not read.
+    Fixture old;
+    old.poison();
+    std::fill(old.state.begin(), old.state.end(), 0.25f);
+    gdn_problem_t p = old.problem;
+    p.struct_size = offsetof(gdn_problem_t, head_mapping);
+    std::memset(reinterpret_cast<char*>(&p) + p.struct_size, 0x7F, sizeof p - p.struct_size);
+    // Old tensors: no slot stride, no cu_seqlens, no indices — so this run
+    // is one of equal lengths; make the full run the same.
+    gdn_tensors_t t = old.tensors;
+    t.struct_size = offsetof(gdn_tensors_t, state_slot_stride);
+    std::memset(reinterpret_cast<char*>(&t) + t.struct_size, 0x7F, sizeof t - t.struct_size);
+    full.tensors.cu_seqlens = nullptr;
+    full.tensors.state_indices = nullptr;
+    full.poison();
+    std::fill(full.state.begin(), full.state.end(), 0.25f);
+    REQUIRE(full.run() == GDN_SUCCESS);
+    p.num_state_slots = 0x7F7F7F7F;  // beyond struct_size: must be ignored
+    REQUIRE(gdn_chunked_recurrence(&old.caps, &p, &t, old.workspace, old.workspace_bytes, nullptr) ==
+            GDN_SUCCESS);
+    CHECK(std::memcmp(full.out.data(), old.out.data(), full.out.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(full.state.data(), old.state.data(), full.state.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("a struct_size from a newer header is rejected", "[validation][abi]") {
+    Fixture f;
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "tensors->struct_size", [](Fixture& x) {
+        gdn_tensors_t t = x.tensors;
+        t.struct_size = sizeof t + 16;
+        return gdn_chunked_recurrence(&x.caps, &x.problem, &t, x.workspace, x.workspace_bytes, nullptr);
+    });
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "caps->struct_size", [](Fixture& x) {
+        gdn_caps_t c = x.caps;
+        c.struct_size = sizeof c + 4;
+        return gdn_chunked_recurrence(&c, &x.problem, &x.tensors, x.workspace, x.workspace_bytes, nullptr);
+    });
+    gdn_caps_t c;
+    gdn_caps_init(&c);
+    c.struct_size = sizeof c + 8;
+    CHECK(gdn_probe(GDN_BACKEND_CPU, 0, &c) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("caps->struct_size") != std::string::npos);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    info.struct_size = 4;
+    CHECK(gdn_select_path(&f.caps, &f.problem, nullptr, &info) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("info->struct_size (4)") != std::string::npos);
+}
+
+TEST_CASE("bad caps and unavailable backends", "[validation][backend]") {
+    Fixture f;
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "caps->backend (7)", [](Fixture& x) {
+        gdn_caps_t c = x.caps;
+        c.backend = gdn_backend_t(7);
+        return gdn_chunked_recurrence(&c, &x.problem, &x.tensors, x.workspace, x.workspace_bytes, nullptr);
+    });
+    expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "caps->multiprocessor_count (0)", [](Fixture& x) {
+        gdn_caps_t c = x.caps;
+        c.multiprocessor_count = 0;
+        return gdn_chunked_recurrence(&c, &x.problem, &x.tensors, x.workspace, x.workspace_bytes, nullptr);
+    });
+    gdn_caps_t c;
+    gdn_caps_init(&c);
+    c.arch[0] = 'x';
+    // No machine has a GPU with ordinal 1000, compiled in or not.
+    CHECK(gdn_probe(GDN_BACKEND_CUDA, 1000, &c) == GDN_ERROR_BACKEND_UNAVAILABLE);
+    CHECK(std::string(gdn_last_error()).find("CUDA") != std::string::npos);
+    CHECK(gdn_probe(GDN_BACKEND_HIP, 1000, &c) == GDN_ERROR_BACKEND_UNAVAILABLE);
+    CHECK(std::string(gdn_last_error()).find("HIP") != std::string::npos);
+    CHECK(c.arch[0] == 'x');  // untouched
+    CHECK(gdn_probe(gdn_backend_t(5), 0, &c) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(gdn_probe(GDN_BACKEND_CPU, -1, &c) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(gdn_probe(GDN_BACKEND_CPU, 0, nullptr) == GDN_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("forced chunked where no chunked path runs is an error that says why", "[validation][dispatch]") {
+    Fixture f;
+    // Caps of a pre-Ampere CUDA card (made by hand: the policy is pure).
+    gdn_caps_t c = f.caps;
+    c.backend = GDN_BACKEND_CUDA;
+    std::snprintf(c.arch, sizeof c.arch, "sm_75");
+    c.compute_major = 7;
+    c.compute_minor = 5;
+    f.problem.algorithm = GDN_ALGO_CHUNKED;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    CHECK(gdn_select_path(&c, &f.problem, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("sm_80") != std::string::npos);
+    // auto on the same caps falls back and says so.
+    f.problem.algorithm = GDN_ALGO_AUTO;
+    REQUIRE(gdn_select_path(&c, &f.problem, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    CHECK(std::string(info.reason).find("sm_80") != std::string::npos);
+    // HIP without gfx11 WMMA.
+    c.backend = GDN_BACKEND_HIP;
+    std::snprintf(c.arch, sizeof c.arch, "gfx1030");
+    c.features = 0;
+    f.problem.algorithm = GDN_ALGO_CHUNKED;
+    f.problem.precision = GDN_PRECISION_FP16;
+    CHECK(gdn_select_path(&c, &f.problem, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("gfx1030") != std::string::npos);
+}
+
+TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
+    CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_INVALID_ARGUMENT)) == "invalid argument");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_NOT_SUPPORTED)) == "not supported");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_WORKSPACE_TOO_SMALL)) == "workspace too small");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_BACKEND_UNAVAILABLE)) == "backend unavailable");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_DEVICE)) == "device error");
+    CHECK(std::string(gdn_status_string(GDN_ERROR_INTERNAL)) == "internal error");
+    CHECK(std::string(gdn_status_string(gdn_status_t(42))) == "unknown status");
+    CHECK(int(GDN_SUCCESS) == 0);
+    CHECK(int(GDN_ERROR_INVALID_ARGUMENT) == 1);
+    CHECK(int(GDN_ERROR_NOT_SUPPORTED) == 2);
+    CHECK(int(GDN_ERROR_WORKSPACE_TOO_SMALL) == 3);
+    CHECK(int(GDN_ERROR_BACKEND_UNAVAILABLE) == 4);
+    CHECK(int(GDN_ERROR_DEVICE) == 5);
+    CHECK(int(GDN_ERROR_INTERNAL) == 6);
+    CHECK(gdn_version() == GDN_VERSION);
+
+    gdn_caps_t c;
+    gdn_caps_init(&c);
+    REQUIRE(gdn_probe(GDN_BACKEND_CPU, -5, &c) == GDN_ERROR_INVALID_ARGUMENT);
+    const std::string here = gdn_last_error();
+    std::string there = "unset";
+    std::thread([&] { there = gdn_last_error(); }).join();
+    CHECK(here.find("device (-5)") != std::string::npos);
+    CHECK(there.empty());
+    // A successful call clears it.
+    REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &c) == GDN_SUCCESS);
+    CHECK(std::string(gdn_last_error()).empty());
+}
