@@ -1,0 +1,486 @@
+// gdn-bench: per-launch times and accuracy tables for the engine shapes.
+//
+// For every T in the list and every algorithm asked for, on one backend:
+// times gdn_chunked_recurrence (median of --reps after --warmup; CUDA events
+// on the GPU, wall clock on the CPU), the host time of one call, and the error
+// against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
+// output and the final state). Prints a table; --json / --csv write the rows.
+// It is a benchmark, not a test: it never fails on a time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/numeric.hpp"
+#include "common/reference.hpp"
+#include "gdn/gdn.h"
+
+#if defined(GDN_BENCH_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+struct Options {
+    gdn_backend_t backend = GDN_BACKEND_CPU;
+    bool backend_given = false;
+    std::vector<int64_t> tokens = {128, 512, 2048};
+    std::vector<int32_t> decode;  // decode batch sizes (one token each)
+    int32_t hk = 16, hv = 48, dk = 128, dv = 128, seqs = 1;
+    gdn_dtype_t dtype = GDN_DTYPE_F32;
+    gdn_dtype_t out_dtype = GDN_DTYPE_F32;
+    gdn_precision_t precision = GDN_PRECISION_FP32;
+    std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
+    int reps = 5, warmup = 1, check_heads = 2, threads = 0;
+    std::string json, csv;
+};
+
+[[noreturn]] void usage(const char* why) {
+    std::fprintf(stderr,
+                 "%s\nusage: gdn-bench [--backend cpu|cuda|hip] [--T 128,512,2048] [--decode 1,8,64]\n"
+                 "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128] [--seqs 1]\n"
+                 "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
+                 "                 [--precision fp32|tf32x3|fp16|bf16] [--algos sequential,chunked,auto]\n"
+                 "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
+                 "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n",
+                 why);
+    std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> r;
+    size_t a = 0;
+    while (a <= s.size()) {
+        size_t b = s.find(',', a);
+        if (b == std::string::npos) b = s.size();
+        if (b > a) r.push_back(s.substr(a, b - a));
+        a = b + 1;
+    }
+    return r;
+}
+
+gdn_dtype_t parse_dtype(const std::string& s) {
+    if (s == "f32") return GDN_DTYPE_F32;
+    if (s == "f16") return GDN_DTYPE_F16;
+    if (s == "bf16") return GDN_DTYPE_BF16;
+    usage(("unknown dtype " + s).c_str());
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+            return argv[++i];
+        };
+        if (a == "--backend") {
+            std::string b = next();
+            o.backend_given = true;
+            if (b == "cpu") o.backend = GDN_BACKEND_CPU;
+            else if (b == "cuda") o.backend = GDN_BACKEND_CUDA;
+            else if (b == "hip") o.backend = GDN_BACKEND_HIP;
+            else usage(("unknown backend " + b).c_str());
+        } else if (a == "--T") {
+            o.tokens.clear();
+            for (auto& s : split(next())) o.tokens.push_back(std::stoll(s));
+        } else if (a == "--decode") {
+            o.decode.clear();
+            for (auto& s : split(next())) o.decode.push_back(std::stoi(s));
+        } else if (a == "--hk") o.hk = std::stoi(next());
+        else if (a == "--hv") o.hv = std::stoi(next());
+        else if (a == "--dk") o.dk = std::stoi(next());
+        else if (a == "--dv") o.dv = std::stoi(next());
+        else if (a == "--seqs") o.seqs = std::stoi(next());
+        else if (a == "--dtype") o.dtype = parse_dtype(next());
+        else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
+        else if (a == "--precision") {
+            std::string p = next();
+            if (p == "fp32") o.precision = GDN_PRECISION_FP32;
+            else if (p == "tf32x3") o.precision = GDN_PRECISION_TF32X3;
+            else if (p == "fp16") o.precision = GDN_PRECISION_FP16;
+            else if (p == "bf16") o.precision = GDN_PRECISION_BF16;
+            else usage(("unknown precision " + p).c_str());
+        } else if (a == "--algos") {
+            o.algos.clear();
+            for (auto& s : split(next())) {
+                if (s == "sequential") o.algos.push_back(GDN_ALGO_SEQUENTIAL);
+                else if (s == "chunked") o.algos.push_back(GDN_ALGO_CHUNKED);
+                else if (s == "auto") o.algos.push_back(GDN_ALGO_AUTO);
+                else usage(("unknown algorithm " + s).c_str());
+            }
+        } else if (a == "--reps") o.reps = std::max(1, std::stoi(next()));
+        else if (a == "--warmup") o.warmup = std::max(0, std::stoi(next()));
+        else if (a == "--check-heads") o.check_heads = std::max(0, std::stoi(next()));
+        else if (a == "--threads") o.threads = std::stoi(next());
+        else if (a == "--json") o.json = next();
+        else if (a == "--csv") o.csv = next();
+        else if (a == "--help" || a == "-h") usage("gdn-bench: times and errors of the gated delta rule");
+        else usage(("unknown option " + a).c_str());
+    }
+    return o;
+}
+
+// ------------------------------------------------------------ device memory
+struct Memory {
+    gdn_backend_t backend;
+    void* alloc(size_t bytes) const {
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (backend == GDN_BACKEND_CUDA) {
+            void* p = nullptr;
+            if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+                std::fprintf(stderr, "cudaMalloc(%zu) failed\n", bytes);
+                std::exit(1);
+            }
+            return p;
+        }
+#endif
+        return std::aligned_alloc(GDN_WORKSPACE_ALIGNMENT,
+                                  (std::max<size_t>(bytes, 1) + GDN_WORKSPACE_ALIGNMENT - 1) /
+                                      GDN_WORKSPACE_ALIGNMENT * GDN_WORKSPACE_ALIGNMENT);
+    }
+    void free(void* p) const {
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (backend == GDN_BACKEND_CUDA) { cudaFree(p); return; }
+#endif
+        std::free(p);
+    }
+    void upload(void* dst, const void* src, size_t bytes) const {
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (backend == GDN_BACKEND_CUDA) { cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice); return; }
+#endif
+        std::memcpy(dst, src, bytes);
+    }
+    void download(void* dst, const void* src, size_t bytes) const {
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (backend == GDN_BACKEND_CUDA) { cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost); return; }
+#endif
+        std::memcpy(dst, src, bytes);
+    }
+    void sync() const {
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (backend == GDN_BACKEND_CUDA) cudaDeviceSynchronize();
+#endif
+    }
+};
+
+struct Row {
+    std::string case_name, backend, algo, path, dtype;
+    int64_t tokens;
+    int32_t seqs;
+    double device_ms, host_us, err_out, err_state;
+};
+
+void check(gdn_status_t st, const char* what) {
+    if (st != GDN_SUCCESS) {
+        std::fprintf(stderr, "%s: %s: %s\n", what, gdn_status_string(st), gdn_last_error());
+        std::exit(1);
+    }
+}
+
+const char* path_name(gdn_path_t p) {
+    switch (p) {
+        case GDN_PATH_SEQUENTIAL: return "sequential";
+        case GDN_PATH_CHUNKED_FP32: return "chunked-fp32";
+        case GDN_PATH_CHUNKED_LOWP_C16: return "chunked-lowp-c16";
+        default: return "none";
+    }
+}
+
+// Runs one (T, seqs, algo) case; returns its row.
+Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, gdn_algorithm_t algo,
+             const char* case_name) {
+    const Memory mem{caps.backend};
+    const int64_t total = T * seqs;
+    const size_t nq = size_t(total) * o.hk * o.dk, nv = size_t(total) * o.hv * o.dv,
+                 ng = size_t(total) * o.hv, nstate = size_t(seqs) * o.hv * o.dk * o.dv;
+    const size_t in_es = gdn::dtype_size(o.dtype), out_es = gdn::dtype_size(o.out_dtype);
+
+    // Inputs as the model makes them: unit-norm keys, decays in (0.37, 0.99).
+    std::mt19937 rng(1234u + uint32_t(T));
+    std::uniform_real_distribution<float> U(-0.5f, 0.5f);
+    std::vector<float> q(nq), k(nq), v(nv), g(ng), beta(ng), state0(nstate);
+    for (auto& x : q) x = U(rng);
+    for (auto& x : k) x = U(rng);
+    for (size_t r = 0; r < nq / o.dk; ++r) {
+        float n = 0.0f;
+        for (int i = 0; i < o.dk; ++i) n += k[r * o.dk + i] * k[r * o.dk + i];
+        for (int i = 0; i < o.dk; ++i) k[r * o.dk + i] /= std::sqrt(n);
+    }
+    for (auto& x : v) x = U(rng);
+    for (auto& x : g) x = -0.01f - (U(rng) + 0.5f);
+    for (auto& x : beta) x = U(rng) + 0.5f;
+    for (auto& x : state0) x = 0.05f * U(rng);
+    // Stored in the input dtype; the reference sees the rounded values.
+    auto typed = [&](std::vector<float>& x) {
+        std::vector<uint8_t> bytes(x.size() * in_es);
+        for (size_t i = 0; i < x.size(); ++i) {
+            gdn::store_element(bytes.data(), o.dtype, int64_t(i), x[i]);
+            x[i] = gdn::load_element(bytes.data(), o.dtype, int64_t(i));
+        }
+        return bytes;
+    };
+    auto bq = typed(q), bk = typed(k), bv = typed(v);
+
+    // Several copies of the inputs so a rerun does not time the L2 (60 MB on an H200).
+    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * 4 + nv * out_es;
+    const int sets = caps.backend == GDN_BACKEND_CPU ? 1 : int(std::min<size_t>(8, 1 + (150u << 20) / set_bytes));
+    struct Set { void *q, *k, *v, *g, *beta, *out; };
+    std::vector<Set> S(sets);
+    for (auto& s : S) {
+        s.q = mem.alloc(nq * in_es); s.k = mem.alloc(nq * in_es); s.v = mem.alloc(nv * in_es);
+        s.g = mem.alloc(ng * 4); s.beta = mem.alloc(ng * 4); s.out = mem.alloc(nv * out_es);
+        mem.upload(s.q, bq.data(), bq.size()); mem.upload(s.k, bk.data(), bk.size());
+        mem.upload(s.v, bv.data(), bv.size()); mem.upload(s.g, g.data(), ng * 4);
+        mem.upload(s.beta, beta.data(), ng * 4);
+    }
+    void* d_state = mem.alloc(nstate * 4);
+
+    gdn_problem_t p;
+    gdn_problem_init(&p);
+    p.num_seqs = seqs;
+    p.num_tokens = total;
+    p.max_seqlen = T;
+    p.num_k_heads = o.hk;
+    p.num_v_heads = o.hv;
+    p.head_dim_k = o.dk;
+    p.head_dim_v = o.dv;
+    p.input_dtype = o.dtype;
+    p.gate_dtype = GDN_DTYPE_F32;
+    p.output_dtype = o.out_dtype;
+    p.algorithm = algo;
+    p.precision = o.precision;
+    gdn_tensors_t t;
+    gdn_tensors_init(&t);
+    t.state = static_cast<float*>(d_state);
+    auto bind = [&](const Set& s) {
+        t.q = s.q; t.k = s.k; t.v = s.v; t.g = s.g; t.beta = s.beta; t.out = s.out;
+    };
+    bind(S[0]);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    Row row{case_name, caps.backend == GDN_BACKEND_CPU ? "cpu" : caps.backend == GDN_BACKEND_CUDA ? "cuda" : "hip",
+            algo == GDN_ALGO_SEQUENTIAL ? "sequential" : algo == GDN_ALGO_CHUNKED ? "chunked" : "auto",
+            "", gdn::dtype_name(o.dtype), T, seqs, NAN, NAN, NAN, NAN};
+    gdn_status_t st = gdn_select_path(&caps, &p, &t, &info);
+    if (st != GDN_SUCCESS) {
+        row.path = std::string("n/a: ") + gdn_last_error();
+        for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
+        mem.free(d_state);
+        return row;
+    }
+    row.path = path_name(info.path);
+    size_t ws_bytes = 0;
+    check(gdn_workspace_size(&caps, &p, &ws_bytes), "gdn_workspace_size");
+    void* ws = ws_bytes ? mem.alloc(ws_bytes) : nullptr;
+
+    // Accuracy: one run from state0, compared against FP64 on a few heads.
+    mem.upload(d_state, state0.data(), nstate * 4);
+    check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
+    mem.sync();
+    if (o.check_heads > 0) {
+        std::vector<uint8_t> out_b(nv * out_es);
+        std::vector<float> st_f(nstate);
+        mem.download(out_b.data(), S[0].out, out_b.size());
+        mem.download(st_f.data(), d_state, nstate * 4);
+        double eo = 0, es = 0;
+        for (int c = 0; c < std::min(o.check_heads, o.hv); ++c) {
+            const int h = c == 0 ? 0 : (o.hv - 1) * c / std::max(1, o.check_heads - 1);
+            const int kh = h / (o.hv / o.hk);
+            for (int32_t sq = 0; sq < seqs; ++sq) {
+                // The head alone, as a problem of one key and one value head.
+                gdn::Shape sh{};
+                sh.num_seqs = 1; sh.num_tokens = T; sh.max_seqlen = T;
+                sh.num_k_heads = 1; sh.num_v_heads = 1; sh.group = 1;
+                sh.head_dim_k = o.dk; sh.head_dim_v = o.dv;
+                sh.input_dtype = sh.gate_dtype = sh.output_dtype = GDN_DTYPE_F32;
+                sh.num_state_slots = 1;
+                sh.scale = 1.0f / std::sqrt(float(o.dk));
+                sh.l2norm_eps = sh.norm_eps = 1e-6f;
+                std::vector<float> hq(size_t(T) * o.dk), hk(size_t(T) * o.dk), hv(size_t(T) * o.dv), hg(T), hb(T);
+                for (int64_t tt = 0; tt < T; ++tt) {
+                    const int64_t row_t = sq * T + tt;
+                    std::copy_n(&q[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hq[size_t(tt) * o.dk]);
+                    std::copy_n(&k[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hk[size_t(tt) * o.dk]);
+                    std::copy_n(&v[(size_t(row_t) * o.hv + h) * o.dv], o.dv, &hv[size_t(tt) * o.dv]);
+                    hg[tt] = g[size_t(row_t) * o.hv + h];
+                    hb[tt] = beta[size_t(row_t) * o.hv + h];
+                }
+                gdn::Tensors ht{};
+                ht.q = hq.data(); ht.q_stride = {o.dk, o.dk};
+                ht.k = hk.data(); ht.k_stride = {o.dk, o.dk};
+                ht.v = hv.data(); ht.v_stride = {o.dv, o.dv};
+                ht.g = hg.data(); ht.g_stride = {1, 1};
+                ht.beta = hb.data(); ht.beta_stride = {1, 1};
+                ht.state_slot_stride = int64_t(o.dk) * o.dv;
+                std::vector<double> ro(size_t(T) * o.dv), rs(size_t(o.dk) * o.dv);
+                const float* s0 = &state0[(size_t(sq) * o.hv + h) * o.dk * o.dv];
+                std::copy_n(s0, rs.size(), rs.begin());
+                gdn::ref::run(sh, ht, ro.data(), rs.data());
+                double mo = 0, dmo = 0, ms = 0, dms = 0;
+                for (int64_t tt = 0; tt < T; ++tt)
+                    for (int j = 0; j < o.dv; ++j) {
+                        const double want = ro[size_t(tt) * o.dv + j];
+                        const double got = gdn::load_element(out_b.data(), o.out_dtype,
+                                                             ((sq * T + tt) * o.hv + h) * int64_t(o.dv) + j);
+                        mo = std::max(mo, std::abs(want));
+                        dmo = std::isnan(got) ? INFINITY : std::max(dmo, std::abs(got - want));
+                    }
+                const float* sf = &st_f[(size_t(sq) * o.hv + h) * o.dk * o.dv];
+                for (size_t i = 0; i < rs.size(); ++i) {
+                    ms = std::max(ms, std::abs(rs[i]));
+                    dms = std::isnan(sf[i]) ? INFINITY : std::max(dms, std::abs(double(sf[i]) - rs[i]));
+                }
+                eo = std::max(eo, dmo / mo);
+                es = std::max(es, dms / ms);
+            }
+        }
+        row.err_out = eo;
+        row.err_state = es;
+    }
+
+    // Timing: warm-up, then --reps launches; median.
+    auto launch = [&](int i) {
+        bind(S[size_t(i) % S.size()]);
+        check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
+    };
+    for (int i = 0; i < o.warmup; ++i) launch(i);
+    mem.sync();
+    std::vector<double> dev_ms, host_us;
+#if defined(GDN_BENCH_WITH_CUDA)
+    cudaEvent_t e0, e1;
+    if (caps.backend == GDN_BACKEND_CUDA) { cudaEventCreate(&e0); cudaEventCreate(&e1); }
+#endif
+    for (int r = 0; r < o.reps; ++r) {
+        const auto h0 = std::chrono::steady_clock::now();
+#if defined(GDN_BENCH_WITH_CUDA)
+        if (caps.backend == GDN_BACKEND_CUDA) {
+            cudaEventRecord(e0, nullptr);
+            const auto c0 = std::chrono::steady_clock::now();
+            launch(r);
+            const auto c1 = std::chrono::steady_clock::now();
+            cudaEventRecord(e1, nullptr);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            dev_ms.push_back(ms);
+            host_us.push_back(std::chrono::duration<double, std::micro>(c1 - c0).count());
+            continue;
+        }
+#endif
+        launch(r);
+        const auto h1 = std::chrono::steady_clock::now();
+        dev_ms.push_back(std::chrono::duration<double, std::milli>(h1 - h0).count());
+        host_us.push_back(std::chrono::duration<double, std::micro>(h1 - h0).count());
+    }
+    auto median = [](std::vector<double> x) {
+        std::sort(x.begin(), x.end());
+        return x[x.size() / 2];
+    };
+    row.device_ms = median(dev_ms);
+    row.host_us = median(host_us);
+    if (ws) mem.free(ws);
+    for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
+    mem.free(d_state);
+    return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    gdn_caps_t caps;
+    gdn_caps_init(&caps);
+    if (o.backend_given) {
+        check(gdn_probe(o.backend, 0, &caps), "gdn_probe");
+    } else {
+        const gdn_backend_t order[] = {GDN_BACKEND_CUDA, GDN_BACKEND_HIP, GDN_BACKEND_CPU};
+        for (gdn_backend_t b : order)
+            if (gdn_probe(b, 0, &caps) == GDN_SUCCESS) break;
+    }
+#if !defined(GDN_BENCH_WITH_CUDA)
+    if (caps.backend == GDN_BACKEND_CUDA) {
+        std::fprintf(stderr, "this gdn-bench was built without the CUDA runtime\n");
+        return 1;
+    }
+#endif
+    if (caps.backend == GDN_BACKEND_HIP) {
+        std::fprintf(stderr, "gdn-bench does not allocate HIP memory yet; see docs/hip.md\n");
+        return 1;
+    }
+    if (caps.backend == GDN_BACKEND_CPU && o.threads > 0) caps.multiprocessor_count = o.threads;
+    std::printf("gdn-bench %u.%u.%u on %s %s (%s, %d %s), Hk=%d Hv=%d K=%d V=%d, %s in, %s out\n",
+                GDN_VERSION_MAJOR, GDN_VERSION_MINOR, GDN_VERSION_PATCH,
+                caps.backend == GDN_BACKEND_CPU ? "CPU" : "CUDA", caps.name, caps.arch,
+                caps.multiprocessor_count, caps.backend == GDN_BACKEND_CPU ? "threads" : "SMs", o.hk,
+                o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype));
+
+    std::vector<Row> rows;
+    struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; const char* name; };
+    std::vector<Job> jobs;
+    for (int64_t T : o.tokens)
+        for (gdn_algorithm_t a : o.algos) jobs.push_back({T, o.seqs, a, "prompt"});
+    for (int32_t n : o.decode) jobs.push_back({1, n, GDN_ALGO_AUTO, "decode"});
+    for (size_t j = 0; j < jobs.size(); ++j) {
+        std::fprintf(stderr, "\r[%zu/%zu] %s T=%lld seqs=%d ...        ", j + 1, jobs.size(), jobs[j].name,
+                     (long long)jobs[j].T, jobs[j].seqs);
+        std::fflush(stderr);
+        rows.push_back(run_case(o, caps, jobs[j].T, jobs[j].seqs, jobs[j].algo, jobs[j].name));
+    }
+    std::fprintf(stderr, "\r%60s\r", "");
+
+    std::printf("\n%-7s %7s %5s %-11s %-17s %12s %10s %11s %11s\n", "case", "T", "seqs", "algorithm",
+                "path", "device ms", "host us", "err out", "err state");
+    for (const Row& r : rows)
+        std::printf("%-7s %7lld %5d %-11s %-17s %12.4f %10.1f %11.2e %11.2e\n", r.case_name.c_str(),
+                    (long long)r.tokens, r.seqs, r.algo.c_str(), r.path.substr(0, 17).c_str(),
+                    r.device_ms, r.host_us, r.err_out, r.err_state);
+    // Speed-up of chunked over sequential at each T.
+    for (int64_t T : o.tokens) {
+        double seq = NAN, chk = NAN;
+        for (const Row& r : rows)
+            if (r.tokens == T && r.case_name == "prompt") {
+                if (r.algo == "sequential") seq = r.device_ms;
+                if (r.algo == "chunked") chk = r.device_ms;
+            }
+        if (std::isfinite(seq) && std::isfinite(chk))
+            std::printf("T=%lld: chunked %.2fx faster than sequential\n", (long long)T, seq / chk);
+    }
+    if (!o.csv.empty()) {
+        FILE* f = std::fopen(o.csv.c_str(), "w");
+        if (!f) { std::perror(o.csv.c_str()); return 1; }
+        std::fprintf(f, "case,backend,tokens,seqs,algorithm,path,dtype,device_ms,host_us,err_out,err_state\n");
+        for (const Row& r : rows)
+            std::fprintf(f, "%s,%s,%lld,%d,%s,%s,%s,%.6f,%.3f,%.3e,%.3e\n", r.case_name.c_str(),
+                         r.backend.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(), r.path.c_str(),
+                         r.dtype.c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+        std::fclose(f);
+    }
+    if (!o.json.empty()) {
+        FILE* f = std::fopen(o.json.c_str(), "w");
+        if (!f) { std::perror(o.json.c_str()); return 1; }
+        std::fprintf(f, "{\"device\": \"%s\", \"arch\": \"%s\", \"rows\": [\n", caps.name, caps.arch);
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            auto num = [](double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : std::string("null"); };
+            std::fprintf(f,
+                         "  {\"case\": \"%s\", \"backend\": \"%s\", \"tokens\": %lld, \"seqs\": %d, "
+                         "\"algorithm\": \"%s\", \"path\": \"%s\", \"dtype\": \"%s\", \"device_ms\": %s, "
+                         "\"host_us\": %s, \"err_out\": %s, \"err_state\": %s}%s\n",
+                         r.case_name.c_str(), r.backend.c_str(), (long long)r.tokens, r.seqs,
+                         r.algo.c_str(), r.path.c_str(), r.dtype.c_str(), num(r.device_ms).c_str(),
+                         num(r.host_us).c_str(), num(r.err_out).c_str(), num(r.err_state).c_str(),
+                         i + 1 < rows.size() ? "," : "");
+        }
+        std::fprintf(f, "]}\n");
+        std::fclose(f);
+    }
+    return 0;
+}
