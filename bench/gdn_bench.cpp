@@ -20,6 +20,7 @@
 
 #include "common/numeric.hpp"
 #include "common/reference.hpp"
+#include "common/validate.hpp"
 #include "gdn/gdn.h"
 
 #if defined(GDN_BENCH_WITH_CUDA)
