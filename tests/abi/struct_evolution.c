@@ -170,6 +170,14 @@ SAME_FIELD(gdn_path_info_t, path_info_v0_1, precision);
 SAME_FIELD(gdn_path_info_t, path_info_v0_1, reason);
 AT_LEAST(gdn_path_info_t, path_info_v0_1);
 
+/* The header's version is the build's (CMakeLists.txt project(), the SONAME). */
+#ifdef GDN_PROJECT_VERSION_MAJOR
+_Static_assert(GDN_VERSION_MAJOR == GDN_PROJECT_VERSION_MAJOR &&
+                   GDN_VERSION_MINOR == GDN_PROJECT_VERSION_MINOR &&
+                   GDN_VERSION_PATCH == GDN_PROJECT_VERSION_PATCH,
+               "gdn.h's GDN_VERSION_* differ from project(gdn VERSION ...) in CMakeLists.txt");
+#endif
+
 /* Enums are int-sized (a field of every struct). */
 _Static_assert(sizeof(gdn_status_t) == sizeof(int) && sizeof(gdn_backend_t) == sizeof(int) &&
                    sizeof(gdn_dtype_t) == sizeof(int) && sizeof(gdn_path_t) == sizeof(int),
