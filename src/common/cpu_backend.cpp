@@ -1,0 +1,158 @@
+// The CPU backend: probe, workspace, and run. run() spreads (sequence, value
+// head) tasks over caps.multiprocessor_count threads; each task is computed
+// by one thread from start to end (cpu_kernels.cpp), so the bits do not
+// depend on how many threads there are or which one takes a task.
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "cpu_kernels.hpp"
+#include "error.hpp"
+#include "validate.hpp"
+
+namespace gdn::cpu {
+
+namespace {
+
+// A task's work below which another thread costs more than it saves
+// (tokens x K x V multiply-adds; spawning a thread costs ~20-50 µs).
+constexpr double kWorkPerThread = 1 << 19;
+
+void copy_string(char* dst, size_t size, const char* src) {
+    std::snprintf(dst, size, "%s", src);
+}
+
+// "model name : AMD EPYC ..." from /proc/cpuinfo where there is one.
+bool cpu_model_name(char* dst, size_t size) {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) {
+        if (std::strncmp(line, "model name", 10) != 0) continue;
+        const char* colon = std::strchr(line, ':');
+        if (!colon) continue;
+        const char* begin = colon + 1;
+        while (*begin == ' ' || *begin == '\t') ++begin;
+        size_t n = std::strcspn(begin, "\r\n");
+        if (n == 0) continue;
+        if (n >= size) n = size - 1;
+        std::memcpy(dst, begin, n);
+        dst[n] = '\0';
+        found = true;
+    }
+    std::fclose(f);
+    return found;
+}
+
+int32_t worker_count(const gdn_caps_t& caps) { return std::max<int32_t>(1, caps.multiprocessor_count); }
+
+std::vector<WorkerScratch> carve_all(void* workspace, const gdn_caps_t& caps, const Dims& dims,
+                                     gdn_path_t path) {
+    WorkspaceCarver carver(workspace);
+    std::vector<WorkerScratch> scratch(size_t(worker_count(caps)));
+    for (WorkerScratch& w : scratch) w = carve_worker_scratch(carver, dims, path);
+    return scratch;
+}
+
+}  // namespace
+
+gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
+    if (device != 0)
+        return fail(GDN_ERROR_BACKEND_UNAVAILABLE,
+                    "device ({}): the CPU backend has one device, 0", device);
+    caps->backend = GDN_BACKEND_CPU;
+    caps->device = 0;
+    struct utsname u;
+    if (uname(&u) == 0)
+        copy_string(caps->arch, sizeof caps->arch, u.machine);
+    else
+        copy_string(caps->arch, sizeof caps->arch, "cpu");
+    if (!cpu_model_name(caps->name, sizeof caps->name))
+        copy_string(caps->name, sizeof caps->name, "cpu");
+    const unsigned threads = std::thread::hardware_concurrency();
+    caps->multiprocessor_count = threads > 0 ? int32_t(std::min(threads, 1024u)) : 1;
+    caps->warp_size = 1;
+    caps->shared_mem_per_block_optin = 0;
+    caps->shared_mem_per_multiprocessor = 0;
+    caps->features = caps->multiprocessor_count > 1 ? GDN_FEATURE_CPU_THREADS : 0;
+    caps->compute_major = 0;
+    caps->compute_minor = 0;
+    return GDN_SUCCESS;
+}
+
+// One worker scratch (state, chunk rows, products) per thread the caps allow;
+// independent of the number of tokens.
+gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const PathChoice& path,
+                            size_t* bytes) {
+    const Dims dims = dims_of(shape, path);
+    WorkspaceCarver carver(nullptr);
+    for (int32_t i = 0; i < worker_count(caps); ++i) carve_worker_scratch(carver, dims, path.path);
+    *bytes = carver.bytes();
+    return GDN_SUCCESS;
+}
+
+gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tensors,
+                 const PathChoice& path, void* workspace, size_t workspace_bytes, void* stream) {
+    (void)stream;  // the CPU runs synchronously on the calling thread (and its helpers)
+    (void)workspace_bytes;  // checked by the caller against workspace_size()
+    if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32 &&
+        path.path != GDN_PATH_CHUNKED_LOWP_C16)
+        return fail(GDN_ERROR_INTERNAL, "the CPU backend got path {}", int(path.path));
+    // The per-sequence arrays are host memory here: check them before
+    // anything is written.
+    if (gdn_status_t st = check_sequence_arrays(shape, tensors.cu_seqlens, tensors.state_indices))
+        return st;
+
+    const Dims dims = dims_of(shape, path);
+    const std::vector<WorkerScratch> scratch = carve_all(workspace, caps, dims, path.path);
+
+    const int64_t num_tasks = int64_t(shape.num_seqs) * shape.num_v_heads;
+    const int64_t equal_len = shape.num_tokens / shape.num_seqs;
+    // Task i is (sequence i / Hv, value head i % Hv).
+    auto run_task = [&](int64_t i, const WorkerScratch& w) {
+        const int32_t seq = int32_t(i / shape.num_v_heads);
+        const int32_t h = int32_t(i % shape.num_v_heads);
+        const int32_t slot = tensors.state_indices ? tensors.state_indices[seq] : seq;
+        if (slot < 0) return;  // padding: read nothing, write nothing
+        HeadTask task;
+        task.head = h;
+        task.key_head = key_head_of(shape, h);
+        task.bos = tensors.cu_seqlens ? tensors.cu_seqlens[seq] : int64_t(seq) * equal_len;
+        task.len = tensors.cu_seqlens ? int64_t(tensors.cu_seqlens[seq + 1]) - task.bos : equal_len;
+        task.state = tensors.state + int64_t(slot) * tensors.state_slot_stride +
+                     int64_t(h) * dims.K * dims.V;
+        task.from_zero = tensors.start_from_zero && tensors.start_from_zero[seq] != 0;
+        run_head_task(shape, tensors, path, dims, task, w);
+    };
+
+    const double work = double(shape.num_tokens) * shape.num_v_heads * dims.K * dims.V;
+    int64_t workers = std::min<int64_t>(worker_count(caps), num_tasks);
+    workers = std::max<int64_t>(1, std::min<int64_t>(workers, int64_t(work / kWorkPerThread)));
+
+    std::atomic<int64_t> next{0};
+    auto worker = [&](const WorkerScratch& w) {
+        for (int64_t i = next.fetch_add(1); i < num_tasks; i = next.fetch_add(1)) run_task(i, w);
+    };
+    std::vector<std::thread> helpers;
+    helpers.reserve(size_t(workers - 1));
+    for (int64_t i = 1; i < workers; ++i) {
+        try {
+            helpers.emplace_back(worker, std::cref(scratch[size_t(i)]));
+        } catch (const std::system_error&) {
+            break;  // fewer threads: the tasks left are taken by those running
+        }
+    }
+    worker(scratch[0]);
+    for (std::thread& t : helpers) t.join();
+    return GDN_SUCCESS;
+}
+
+}  // namespace gdn::cpu

@@ -1,0 +1,88 @@
+// The CPU backend's kernels: every path computes one (sequence, value head)
+// task at a time, with its state in a worker-private FP32 buffer carved from
+// the caller's workspace. cpu_backend.cpp spreads the tasks over threads;
+// since a task is computed by one thread, start to end, in a fixed order, the
+// bits do not depend on the number of threads.
+//
+// The optional features, exactly as every path computes them (in FP32 here,
+// in double in reference.cpp; the GPU backends copy these formulas):
+//   q/k L2 norm (GDN_FLAG_QK_L2NORM), per token and head, over K:
+//       k̂ = k / sqrt(Σ k² + l2norm_eps)
+//       q̂ = q · (scale / sqrt(Σ q² + l2norm_eps))      (normalised, then scaled)
+//     without the flag: k̂ = k, q̂ = q · scale.
+//   gate from raw inputs (GDN_FLAG_GATE_FROM_RAW), g holds a:
+//       g = −exp(A_log[h]) · softplus(a + dt_bias[h]),
+//       softplus(x) = x for x > 20 (as torch), log1p(exp(x)) otherwise.
+//   β from logits (GDN_FLAG_BETA_FROM_LOGITS), beta holds b:
+//       β = 1 / (1 + exp(−b)).
+//   gated RMSNorm epilogue (GDN_FLAG_OUTPUT_NORM), per token and value head,
+//   over V:
+//       out = o · (1 / sqrt(Σ o² / V + norm_eps)) · w ⊙ silu(z),
+//       silu(z) = z · sigmoid(z) = z / (1 + exp(−z)).
+#pragma once
+
+#include <cstdint>
+
+#include "internal.hpp"
+
+namespace gdn::cpu {
+
+// Padded sizes of the worker buffers. Padding rows/columns hold zeros, so
+// the register-tiled products never need a tail.
+struct Dims {
+    int32_t K, V;    // head dims
+    int32_t Kp, Vp;  // K rounded up to 4 (tile rows), V rounded up to 16 (tile columns)
+    int32_t C;       // chunk length; 1 for the sequential path (one token row)
+};
+
+Dims dims_of(const Shape& shape, const PathChoice& path);
+
+// One worker's scratch. Row-major; a row of a [.][Kp] buffer is one token.
+struct WorkerScratch {
+    float* S = nullptr;      // [Kp][Vp] the head's state, [K][V] orientation
+    float* q = nullptr;      // [C][Kp]  q̂ rows of the chunk (token)
+    float* k = nullptr;      // [C][Kp]  k̂ rows
+    float* v = nullptr;      // [C][Vp]  v rows, then U = β(v − e^γ S0ᵀk)
+    float* o = nullptr;      // [C][Vp]  outputs
+    float* w = nullptr;      // [C][Vp]  S0ᵀk rows (sequential: Sᵀk, then d)
+    float* z = nullptr;      // [Vp]     one z row (output norm)
+    float* g = nullptr;      // [C]      log decay per token
+    float* beta = nullptr;   // [C]
+    float* gamma = nullptr;  // [C]      running sum of g inside the chunk
+    // Chunked paths only.
+    float* kT = nullptr;     // [Kp][C]  k operands, transposed (for k·k and q·k)
+    float* kdT = nullptr;    // [Kp][C]  e^{γ_last−γ_i} k_i operands, transposed (state update)
+    float* d = nullptr;      // [C][Vp]  D = T·U
+    float* kk = nullptr;     // [C][C]   k_t·k_i
+    float* qk = nullptr;     // [C][C]   q_t·k_i
+    float* T = nullptr;      // [C][C]   (I + A)^{-1}
+    float* P = nullptr;      // [C][C]   e^{γ_t−γ_i} q_t·k_i, i <= t
+    float* e_gamma = nullptr;// [C]      e^{γ_t}
+    // Low-precision emulation only: operands rounded to FP16/BF16.
+    float* q_op = nullptr;   // [C][Kp]
+    float* k_op = nullptr;   // [C][Kp]
+    float* S_op = nullptr;   // [Kp][Vp]
+    float* d_op = nullptr;   // [C][Vp]
+    float* T_op = nullptr;   // [C][C]
+};
+
+// Sizes (carver on nullptr) or carves one worker's scratch for `path`.
+WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& dims, gdn_path_t path);
+
+// One (sequence, value head) task.
+struct HeadTask {
+    int32_t head;       // value head h
+    int32_t key_head;   // key_head_of(shape, h)
+    int64_t bos;        // first token of the sequence
+    int64_t len;        // its tokens (may be 0)
+    float* state;       // this head's state inside the sequence's slot
+    bool from_zero;     // start from S = 0 (the slot is written, never read)
+};
+
+// Runs one task on `path` (sequential, chunked FP32 or the low-precision
+// emulation): reads the state (unless from_zero), walks the tokens writing
+// their out rows, writes the final state back.
+void run_head_task(const Shape& shape, const Tensors& tensors, const PathChoice& path,
+                   const Dims& dims, const HeadTask& task, const WorkerScratch& scratch);
+
+}  // namespace gdn::cpu
