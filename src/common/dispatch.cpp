@@ -8,6 +8,7 @@
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -42,12 +43,44 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     c->path = GDN_PATH_CHUNKED_FP32;
     c->chunk_size = policy::kCudaChunk;
     c->precision = GDN_PRECISION_FP32;
+    (void)t;  // the kernels load element by element: any stride and alignment works
     if (caps.compute_major < 8)
         return fmt::format("the CUDA chunked path needs sm_80+ (cp.async); this is {}", caps.arch);
-    if (!((s.head_dim_k == 128 && s.head_dim_v == 128) || (s.head_dim_k == 64 && s.head_dim_v == 64)))
-        return fmt::format("the CUDA chunked path takes K = V = 64 or 128, not K = {}, V = {}",
+    if ((s.head_dim_k != 64 && s.head_dim_k != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
+        return fmt::format("the CUDA chunked path takes K and V in {{64, 128}}, not K = {}, V = {}",
                            s.head_dim_k, s.head_dim_v);
-    (void)t;
+    const int32_t ncol =
+        policy::cuda_scan_columns(s.num_k_heads, s.group, s.head_dim_v, caps.multiprocessor_count);
+    if (ncol == 0)
+        return fmt::format("its scan grid ({} key heads x {} value columns / 64 = {} blocks at the "
+                           "least) does not fit one wave on {} SMs",
+                           s.num_k_heads, int64_t(s.group) * s.head_dim_v,
+                           int64_t(s.num_k_heads) * s.group * s.head_dim_v / 64,
+                           caps.multiprocessor_count);
+    const size_t smem = std::max(policy::cuda_scan_smem_bytes(s.head_dim_k, ncol),
+                                 policy::cuda_prep_smem_bytes(s.head_dim_k));
+    if (smem > caps.shared_mem_per_block_optin)
+        return fmt::format("the CUDA chunked path needs {} bytes of shared memory per block; {} "
+                           "allows {}",
+                           smem, caps.arch, caps.shared_mem_per_block_optin);
+    return "";
+}
+
+// A tensor the HIP chunked kernels read as 16-byte row vectors, or "".
+std::string hip_row_problem(const char* name, const void* ptr, Strides st, bool vector_rows) {
+    if (vector_rows) {
+        if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+            return fmt::format("the HIP chunked path needs 16-byte aligned rows: tensors.{} ({}) is "
+                               "not 16-byte aligned",
+                               name, ptr);
+        if (st.token % policy::kHipRowStrideMultiple != 0 || st.head % policy::kHipRowStrideMultiple != 0)
+            return fmt::format("the HIP chunked path needs row strides divisible by {}: {}.token_stride "
+                               "= {}, {}.head_stride = {}",
+                               policy::kHipRowStrideMultiple, name, st.token, name, st.head);
+    }
+    if (st.token > policy::kHipMaxTokenStride)
+        return fmt::format("the HIP chunked path takes token strides up to 2^27: {}.token_stride = {}",
+                           name, st.token);
     return "";
 }
 
@@ -60,14 +93,28 @@ std::string hip_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t
                            "this is {}",
                            caps.arch);
     if (s.precision != GDN_PRECISION_FP16)
-        return "the HIP chunked path uses FP16 operands: allow it with problem.precision = "
-               "GDN_PRECISION_FP16";
-    if (s.head_dim_k != 128 || s.head_dim_v != 128)
+        return "the HIP chunked path uses FP16 operands (it changes bits): allow it with "
+               "problem.precision = GDN_PRECISION_FP16";
+    if (s.head_dim_k != policy::kHipChunkHeadDim || s.head_dim_v != policy::kHipChunkHeadDim)
         return fmt::format("the HIP chunked path takes K = V = 128, not K = {}, V = {}",
                            s.head_dim_k, s.head_dim_v);
-    if (t && t->out_stride.token % 8 != 0)
-        return fmt::format("the HIP chunked path needs an out row stride divisible by 8, not {}",
-                           t->out_stride.token);
+    if (t) {
+        const struct {
+            const char* name;
+            const void* ptr;
+            Strides st;
+            bool vector_rows;
+        } rows[] = {{"q", t->q, t->q_stride, true},
+                    {"k", t->k, t->k_stride, true},
+                    {"v", t->v, t->v_stride, true},
+                    {"z", t->z, t->z_stride, true},
+                    {"out", t->out, t->out_stride, false}};
+        for (const auto& r : rows) {
+            if (r.ptr == nullptr) continue;  // z without the output norm
+            std::string why = hip_row_problem(r.name, r.ptr, r.st, r.vector_rows);
+            if (!why.empty()) return why;
+        }
+    }
     return "";
 }
 

@@ -9,15 +9,55 @@ namespace gdn {
 // Facts about the kernels that the policy needs. The backends static_assert
 // their kernels against these, so the policy cannot drift from the code.
 namespace policy {
-// CUDA chunk-32 FP32 path.
+// CUDA chunk-32 FP32 path (src/cuda/chunk_prep.cu, chunk_scan.cu).
 constexpr int32_t kCudaChunk = 32;
 // Below this many tokens (longest sequence) auto takes the sequential kernel:
 // the two chunked launches cost more than they save (seed: ~100 tokens on an
 // RTX 5090; re-measured on the H200, see docs/perf-notes.md).
 constexpr int64_t kCudaChunkedMinTokens = 128;
-// HIP gfx11 WMMA path.
+// Chunk starts per prep/scan window: the workspace holds one window's T, P
+// and γ, so it is bounded by this, whatever the prompt length.
+constexpr int64_t kCudaWindowTokens = 2048;
+// Threads of a prep block (one block per (32-token tile, key head)).
+constexpr int32_t kCudaPrepThreads = 256;
+// Shared memory of the kernels, in floats, as they lay it out.
+constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 32 + 2 * 2 * 32 + 2 * 32;  // T, P, γβ (2 heads), q/k factors
+constexpr size_t cuda_prep_smem_bytes(int32_t K) {
+    return sizeof(float) * (2 * 32 * size_t(K + 4) + 2 * 32 * 33 + 8 * 32 * 32);
+}
+constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol) {
+    return sizeof(float) * (2 * size_t(K) * 68 + 2 * 32 * size_t(ncol) + 2 * kCudaScanPrepFloats +
+                            size_t(K) * ncol + 64 * size_t(ncol) + 2 * 32 * size_t(ncol));
+}
+// A scan block walks the chunks of a window for `ncol` value columns of one
+// key head's value heads (4 * ncol threads); every block walks every chunk,
+// so the grid (Hk * G * V / ncol blocks) must fit one wave of one block per
+// SM. The smallest ncol that fits gives the most parallel grid; 0: none fits.
+inline int32_t cuda_scan_columns(int32_t Hk, int32_t G, int32_t V, int32_t sms) {
+    constexpr int32_t kColumns[] = {32, 48, 64};
+    for (int32_t ncol : kColumns)
+        if ((int64_t(G) * V) % ncol == 0 && int64_t(Hk) * G * V / ncol <= sms) return ncol;
+    return 0;
+}
+// HIP gfx11 WMMA path (src/hip/kernels.hpp): 16-token chunks, K = V = 128.
 constexpr int32_t kHipChunk = 16;
+constexpr int32_t kHipChunkHeadDim = 128;
+// Below 64 tokens (longest sequence) auto takes the sequential kernel (seed:
+// gfx1151, where the chunked path was 1.8x faster at 64 tokens; untested on
+// other gfx11 parts).
 constexpr int64_t kHipChunkedMinTokens = 64;
+// The chunked kernels load q, k, v and z rows as 16-byte vectors: every row
+// (token and head strides) must start 16-byte aligned, so strides are a
+// multiple of 8 elements and base pointers 16-byte aligned; and 15 token
+// strides + 128 must fit the kernels' 32-bit per-lane offsets.
+constexpr int64_t kHipRowStrideMultiple = 8;
+constexpr int64_t kHipMaxTokenStride = int64_t(1) << 27;
+// Super-blocks: the prep's output for up to 128 chunks (2048 tokens) of every
+// sequence, at most 1024 chunks of all sequences together (at least 8 per
+// sequence): the workspace does not grow with the prompt's length.
+constexpr int32_t kHipSuperBlockChunks = 128;
+constexpr int32_t kHipSuperBlockChunkBudget = 1024;
+constexpr int32_t kHipMinSuperBlockChunks = 8;
 // CPU chunked paths.
 constexpr int32_t kCpuChunk = 32;
 constexpr int32_t kCpuLowpChunk = 16;

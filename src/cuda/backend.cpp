@@ -1,0 +1,277 @@
+// The CUDA backend: probe, workspace, run (host code; the kernels are in
+// sequential.cu, chunk_prep.cu and chunk_scan.cu).
+//
+// run() allocates nothing, never synchronises (except in GDN_FLAG_VALIDATE
+// mode, which copies cu_seqlens and state_indices to the host), queries no
+// device property, and launches everything on the caller's stream, so a call
+// can be captured in a CUDA graph. Every launch is checked; a failed one is
+// GDN_ERROR_DEVICE with the runtime's message.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "common/backend.hpp"
+#include "common/dispatch.hpp"
+#include "common/error.hpp"
+#include "common/validate.hpp"
+#include "cuda/kernels.hpp"
+
+namespace gdn::cuda {
+
+namespace {
+
+// Largest shapes of the sequential kernel (its register tiles).
+constexpr int32_t kSeqMaxK = 128;
+constexpr int32_t kSeqMaxNormV = 128;
+
+gdn_status_t device_error(const char* what, cudaError_t e) {
+    return fail(GDN_ERROR_DEVICE, "{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// ---------------------------------------------------------- one-time setup
+
+constexpr int kFastDevices = 64;
+std::atomic<bool> g_ready[kFastDevices];
+std::mutex g_setup_mutex;
+std::vector<int> g_ready_slow;  // devices >= kFastDevices that are set up (under the mutex)
+
+// The kernels' shared-memory attributes on `device`: at most once per device
+// (a failure is retried by the next call), thread-safe; the caller's current
+// device is left as it was.
+gdn_status_t ensure_device_setup(int device) {
+    if (device < kFastDevices && g_ready[device].load(std::memory_order_acquire))
+        return GDN_SUCCESS;
+    std::lock_guard<std::mutex> lock(g_setup_mutex);
+    if (device < kFastDevices ? g_ready[device].load(std::memory_order_relaxed)
+                              : std::find(g_ready_slow.begin(), g_ready_slow.end(), device) !=
+                                    g_ready_slow.end())
+        return GDN_SUCCESS;
+    int previous = -1;
+    cudaError_t e = cudaGetDevice(&previous);
+    if (e == cudaSuccess && previous != device) e = cudaSetDevice(device);
+    int optin = 0;
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = set_chunk_prep_attributes(size_t(optin));
+    if (e == cudaSuccess) e = set_chunk_scan_attributes(size_t(optin));
+    if (previous >= 0 && previous != device) {
+        const cudaError_t back = cudaSetDevice(previous);
+        if (e == cudaSuccess) e = back;
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // not sticky: leave no error behind for the caller
+        return device_error(fmt::format("setting up CUDA device {}", device).c_str(), e);
+    }
+    if (device < kFastDevices)
+        g_ready[device].store(true, std::memory_order_release);
+    else
+        g_ready_slow.push_back(device);
+    return GDN_SUCCESS;
+}
+
+// ------------------------------------------------------------------ shapes
+
+gdn_status_t check_sequential_shape(const Shape& s) {
+    if (s.head_dim_k > kSeqMaxK)
+        return fail(GDN_ERROR_NOT_SUPPORTED,
+                    "problem.head_dim_k ({}) > {}: the CUDA sequential kernel holds at most {} "
+                    "state rows per column",
+                    s.head_dim_k, kSeqMaxK, kSeqMaxK);
+    if (s.output_norm() && s.head_dim_v > kSeqMaxNormV)
+        return fail(GDN_ERROR_NOT_SUPPORTED,
+                    "problem.head_dim_v ({}) > {} with GDN_FLAG_OUTPUT_NORM: the CUDA sequential "
+                    "kernel normalises a row inside one block",
+                    s.head_dim_v, kSeqMaxNormV);
+    return GDN_SUCCESS;
+}
+
+// The chunked path's scratch: one window of prep output (and raw outputs
+// when the output norm runs as a separate pass). Sizes (base == nullptr) and
+// carves with the same code.
+struct ChunkLayout {
+    int64_t window;  // chunk starts per window
+    ChunkScratch scratch;
+    size_t bytes;
+};
+
+ChunkLayout carve_chunk_scratch(const Shape& s, void* base) {
+    ChunkLayout l;
+    const int64_t chunk = policy::kCudaChunk;
+    const int64_t tokens = (s.num_tokens + chunk - 1) / chunk * chunk;
+    l.window = std::min<int64_t>(policy::kCudaWindowTokens, tokens);
+    const int64_t rows = l.window + chunk;
+    WorkspaceCarver c(base);
+    l.scratch.TP = c.take<float>(size_t(s.num_v_heads) * rows * 64);
+    l.scratch.gb = c.take<float>(size_t(s.num_v_heads) * rows * 2);
+    l.scratch.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
+    l.scratch.O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
+                                  : nullptr;
+    l.scratch.rows = rows;
+    l.bytes = c.bytes();
+    return l;
+}
+
+// Device-side contents, in GDN_FLAG_VALIDATE mode only: copies the arrays to
+// the host (synchronising the stream) and checks them.
+gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, cudaStream_t stream) {
+    std::vector<int32_t> cu, idx;
+    if (t.cu_seqlens) {
+        cu.resize(size_t(s.num_seqs) + 1);
+        if (cudaError_t e = cudaMemcpyAsync(cu.data(), t.cu_seqlens, cu.size() * 4,
+                                            cudaMemcpyDeviceToHost, stream))
+            return device_error("GDN_FLAG_VALIDATE: copying tensors.cu_seqlens", e);
+    }
+    if (t.state_indices) {
+        idx.resize(size_t(s.num_seqs));
+        if (cudaError_t e = cudaMemcpyAsync(idx.data(), t.state_indices, idx.size() * 4,
+                                            cudaMemcpyDeviceToHost, stream))
+            return device_error("GDN_FLAG_VALIDATE: copying tensors.state_indices", e);
+    }
+    if (cudaError_t e = cudaStreamSynchronize(stream))
+        return device_error("GDN_FLAG_VALIDATE: synchronising the stream", e);
+    return check_sequence_arrays(s, t.cu_seqlens ? cu.data() : nullptr,
+                                 t.state_indices ? idx.data() : nullptr);
+}
+
+}  // namespace
+
+Params make_params(const Shape& s, const Tensors& t) {
+    Params p{};
+    p.num_seqs = s.num_seqs;
+    p.num_tokens = s.num_tokens;
+    p.equal_len = s.num_tokens / s.num_seqs;
+    p.Hk = s.num_k_heads;
+    p.Hv = s.num_v_heads;
+    p.G = s.group;
+    p.K = s.head_dim_k;
+    p.V = s.head_dim_v;
+    p.grouped = s.head_mapping == GDN_HEADS_GROUPED ? 1 : 0;
+    p.state_kv = s.state_layout == GDN_STATE_KV ? 1 : 0;
+    p.in_dt = s.input_dtype;
+    p.gate_dt = s.gate_dtype;
+    p.out_dt = s.output_dtype;
+    p.flags = s.flags;
+    p.scale = s.scale;
+    p.l2norm_eps = s.l2norm_eps;
+    p.norm_eps = s.norm_eps;
+    p.q = t.q, p.q_tok = t.q_stride.token, p.q_head = t.q_stride.head;
+    p.k = t.k, p.k_tok = t.k_stride.token, p.k_head = t.k_stride.head;
+    p.v = t.v, p.v_tok = t.v_stride.token, p.v_head = t.v_stride.head;
+    p.g = t.g, p.g_tok = t.g_stride.token, p.g_head = t.g_stride.head;
+    p.beta = t.beta, p.b_tok = t.beta_stride.token, p.b_head = t.beta_stride.head;
+    p.out = t.out, p.o_tok = t.out_stride.token, p.o_head = t.out_stride.head;
+    p.z = t.z, p.z_tok = t.z_stride.token, p.z_head = t.z_stride.head;
+    p.state = t.state;
+    p.slot_stride = t.state_slot_stride;
+    p.cu_seqlens = t.cu_seqlens;
+    p.state_indices = t.state_indices;
+    p.start_from_zero = t.start_from_zero;
+    p.A_log = t.A_log;
+    p.dt_bias = t.dt_bias;
+    p.norm_weight = t.norm_weight;
+    return p;
+}
+
+gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        return fail(GDN_ERROR_BACKEND_UNAVAILABLE, "no CUDA device: {}",
+                    e != cudaSuccess ? cudaGetErrorString(e) : "the runtime reports 0 devices");
+    }
+    if (device >= count)
+        return fail(GDN_ERROR_BACKEND_UNAVAILABLE, "device ({}) >= the {} CUDA device(s) present",
+                    device, count);
+    cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
+        return device_error("cudaGetDeviceProperties", e);
+    caps->backend = GDN_BACKEND_CUDA;
+    caps->device = device;
+    std::snprintf(caps->arch, sizeof caps->arch, "sm_%d%d", prop.major, prop.minor);
+    std::snprintf(caps->name, sizeof caps->name, "%.95s", prop.name);
+    caps->multiprocessor_count = prop.multiProcessorCount;
+    caps->warp_size = prop.warpSize;
+    caps->shared_mem_per_block_optin = prop.sharedMemPerBlockOptin;
+    caps->shared_mem_per_multiprocessor = prop.sharedMemPerMultiprocessor;
+    uint64_t f = 0;
+    if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA;
+    if (prop.major >= 7) f |= GDN_FEATURE_FP16_MMA;
+    if (prop.major == 9) f |= GDN_FEATURE_WGMMA;
+    caps->features = f;
+    caps->compute_major = prop.major;
+    caps->compute_minor = prop.minor;
+    return ensure_device_setup(device);
+}
+
+gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const PathChoice& path,
+                            size_t* bytes) {
+    (void)caps;
+    if (path.path == GDN_PATH_SEQUENTIAL) {
+        if (gdn_status_t st = check_sequential_shape(shape)) return st;
+        *bytes = 0;
+        return GDN_SUCCESS;
+    }
+    if (path.path != GDN_PATH_CHUNKED_FP32)
+        return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
+    *bytes = carve_chunk_scratch(shape, nullptr).bytes;
+    return GDN_SUCCESS;
+}
+
+gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tensors,
+                 const PathChoice& path, void* workspace, size_t workspace_bytes, void* stream_ptr) {
+    (void)workspace_bytes;  // checked by the caller against workspace_size()
+    const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+    if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32)
+        return fail(GDN_ERROR_INTERNAL, "the CUDA backend got path {}", int(path.path));
+    if (path.path == GDN_PATH_SEQUENTIAL)
+        if (gdn_status_t st = check_sequential_shape(shape)) return st;
+    int current = -1;
+    if (cudaError_t e = cudaGetDevice(&current)) return device_error("cudaGetDevice", e);
+    if (current != caps.device)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "caps->device ({}) is not the current CUDA device ({}): call cudaSetDevice({}) "
+                    "first",
+                    caps.device, current, caps.device);
+    if (gdn_status_t st = ensure_device_setup(caps.device)) return st;
+    // An error left by earlier work would be reported as ours after a launch.
+    if (cudaError_t e = cudaPeekAtLastError())
+        return device_error("a CUDA error was pending before the call", e);
+    if (shape.validate())
+        if (gdn_status_t st = validate_sequence_arrays(shape, tensors, stream)) return st;
+
+    const Params p = make_params(shape, tensors);
+    if (path.path == GDN_PATH_SEQUENTIAL) {
+        const int k_tile = shape.head_dim_k <= 64 ? 64 : 128;
+        int block_cols = 32;
+        if (shape.output_norm())
+            block_cols = shape.head_dim_v <= 32 ? 32 : shape.head_dim_v <= 64 ? 64 : 128;
+        const int tile_tokens = shape.max_seqlen == 1 ? 1 : 16;
+        if (cudaError_t e = launch_sequential(p, k_tile, block_cols, tile_tokens, stream))
+            return device_error("launching the CUDA sequential kernel", e);
+        return GDN_SUCCESS;
+    }
+
+    const int32_t ncol = policy::cuda_scan_columns(shape.num_k_heads, shape.group,
+                                                   shape.head_dim_v, caps.multiprocessor_count);
+    if (ncol == 0)
+        return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
+    const ChunkLayout l = carve_chunk_scratch(shape, workspace);
+    for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
+        const int64_t b = std::min(a + l.window, shape.num_tokens);
+        if (cudaError_t e = launch_chunk_prep(p, l.scratch, a, b, stream))
+            return device_error("launching the CUDA chunk prep kernel", e);
+        if (cudaError_t e = launch_chunk_scan(p, l.scratch, a, b, ncol, a == 0, stream))
+            return device_error("launching the CUDA chunk scan kernel", e);
+        if (shape.output_norm())
+            if (cudaError_t e = launch_chunk_epilogue(p, l.scratch, a, b, stream))
+                return device_error("launching the CUDA output-norm kernel", e);
+    }
+    return GDN_SUCCESS;
+}
+
+}  // namespace gdn::cuda

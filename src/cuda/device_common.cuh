@@ -1,0 +1,171 @@
+// Device helpers shared by the CUDA kernels: typed element loads and stores,
+// the optional features' formulas (the CPU backend's, src/common/cpu_kernels.hpp),
+// and the sequence bookkeeping (cu_seqlens, pool slots, zero-start flags).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels.hpp"
+
+namespace gdn::cuda {
+
+// ------------------------------------------------------------------ elements
+
+// The raw bits of element i: f32 as its 32 bits, f16/bf16 in the low 16. The
+// inputs are read-only for the whole call (out overlaps none of them), so
+// they go through the read-only path; the conversion is a separate step, so
+// a prefetch can keep the load in flight while other work runs.
+__device__ __forceinline__ uint32_t load_bits(const void* base, gdn_dtype_t t, int64_t i) {
+    // One address for both widths: fewer live registers where many loads wait.
+    const char* at = static_cast<const char*>(base) + (i << (t == GDN_DTYPE_F32 ? 2 : 1));
+    if (t == GDN_DTYPE_F32) return __ldg(reinterpret_cast<const unsigned int*>(at));
+    return __ldg(reinterpret_cast<const unsigned short*>(at));
+}
+
+__device__ __forceinline__ float bits_to_float(uint32_t b, gdn_dtype_t t) {
+    if (t == GDN_DTYPE_F32) return __uint_as_float(b);
+    if (t == GDN_DTYPE_BF16) return __uint_as_float(b << 16);
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+}
+
+__device__ __forceinline__ float load_float(const void* base, gdn_dtype_t t, int64_t i) {
+    return bits_to_float(load_bits(base, t, i), t);
+}
+
+// Round to nearest even, as src/common/numeric.hpp does on the host.
+__device__ __forceinline__ void store_float(void* base, gdn_dtype_t t, int64_t i, float x) {
+    if (t == GDN_DTYPE_F32)
+        static_cast<float*>(base)[i] = x;
+    else if (t == GDN_DTYPE_BF16)
+        static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(x);
+    else
+        static_cast<__half*>(base)[i] = __float2half_rn(x);
+}
+
+// ------------------------------------------------------------------ features
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// g of value head h from the stored value (a with GDN_FLAG_GATE_FROM_RAW).
+__device__ __forceinline__ float gate_of(const Params& p, float stored, int32_t h) {
+    if (!(p.flags & GDN_FLAG_GATE_FROM_RAW)) return stored;
+    return -expf(p.A_log[h]) * softplus(stored + p.dt_bias[h]);
+}
+
+__device__ __forceinline__ float beta_of(const Params& p, float stored) {
+    return (p.flags & GDN_FLAG_BETA_FROM_LOGITS) ? sigmoid(stored) : stored;
+}
+
+// The factors that make q̂ = qf·q and k̂ = kf·k from sums of squares.
+__device__ __forceinline__ float q_factor(const Params& p, float qq) {
+    return (p.flags & GDN_FLAG_QK_L2NORM) ? p.scale / sqrtf(qq + p.l2norm_eps) : p.scale;
+}
+__device__ __forceinline__ float k_factor(const Params& p, float kk) {
+    return (p.flags & GDN_FLAG_QK_L2NORM) ? 1.0f / sqrtf(kk + p.l2norm_eps) : 1.0f;
+}
+
+// 1 / rms of the output row (sum of squares oo over V), for the epilogue.
+__device__ __forceinline__ float inv_rms(const Params& p, float oo) {
+    return 1.0f / sqrtf(oo / float(p.V) + p.norm_eps);
+}
+__device__ __forceinline__ float silu(float z) { return z * sigmoid(z); }
+
+// ------------------------------------------------------------------- heads
+
+__device__ __forceinline__ int32_t key_head_of(const Params& p, int32_t h) {
+    return p.grouped ? h / p.G : h % p.Hk;
+}
+// The value head that is the gi-th of key head kh's group.
+__device__ __forceinline__ int32_t value_head_of(const Params& p, int32_t kh, int32_t gi) {
+    return p.grouped ? kh * p.G + gi : gi * p.Hk + kh;
+}
+
+// Element (k, v) of one head's state.
+__device__ __forceinline__ int64_t state_offset(const Params& p, int32_t k, int32_t v) {
+    return p.state_kv ? int64_t(k) * p.V + v : int64_t(v) * p.K + k;
+}
+// The state of value head h in slot `slot`.
+__device__ __forceinline__ float* head_state(const Params& p, int32_t slot, int32_t h) {
+    return p.state + int64_t(slot) * p.slot_stride + int64_t(h) * p.K * p.V;
+}
+
+// --------------------------------------------------------------- sequences
+
+__device__ __forceinline__ int64_t seq_begin(const Params& p, int32_t n) {
+    return p.cu_seqlens ? int64_t(p.cu_seqlens[n]) : int64_t(n) * p.equal_len;
+}
+__device__ __forceinline__ int64_t seq_end(const Params& p, int32_t n) {
+    return p.cu_seqlens ? int64_t(p.cu_seqlens[n + 1]) : int64_t(n + 1) * p.equal_len;
+}
+__device__ __forceinline__ int32_t seq_slot(const Params& p, int32_t n) {
+    return p.state_indices ? p.state_indices[n] : n;
+}
+__device__ __forceinline__ bool seq_from_zero(const Params& p, int32_t n) {
+    return p.start_from_zero && p.start_from_zero[n] != 0;
+}
+// The first sequence that ends after token `pos` (num_seqs if none): the
+// ends are non-decreasing (the caller's contract), so a binary search.
+__device__ __forceinline__ int32_t first_seq_ending_after(const Params& p, int64_t pos) {
+    int32_t lo = 0, hi = p.num_seqs;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi) / 2;
+        if (seq_end(p, mid) > pos)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+// ------------------------------------------------------------------- warps
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int m = 16; m >= 1; m /= 2) x += __shfl_xor_sync(0xffffffffu, x, m);
+    return x;
+}
+
+// ------------------------------------------------------------- async copy
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared; src_bytes = 0 fills zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(src_bytes));
+#else
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (src_bytes) v = *static_cast<const float4*>(src);
+    *static_cast<float4*>(dst) = v;
+#endif
+}
+// 8 bytes global -> shared, likewise.
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes));
+#else
+    float2 v = make_float2(0.f, 0.f);
+    if (src_bytes) v = *static_cast<const float2*>(src);
+    *static_cast<float2*>(dst) = v;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+}  // namespace gdn::cuda

@@ -1,0 +1,76 @@
+// The interface between the CUDA backend's host code (backend.cpp, compiled
+// by the C++ compiler) and its kernels (*.cu). Params is the validated
+// problem flattened into one POD that every kernel takes by value.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common/internal.hpp"
+
+namespace gdn::cuda {
+
+struct Params {
+    // Shape.
+    int32_t num_seqs;
+    int64_t num_tokens;
+    int64_t equal_len;  // num_tokens / num_seqs (used when cu_seqlens is null)
+    int32_t Hk, Hv, G;  // key heads, value heads, Hv / Hk
+    int32_t K, V;
+    int32_t grouped;    // 1: kh = h / G; 0: kh = h % Hk
+    int32_t state_kv;   // 1: state[k][v]; 0: state[v][k]
+    gdn_dtype_t in_dt, gate_dt, out_dt;
+    uint32_t flags;
+    float scale, l2norm_eps, norm_eps;
+    // Tensors (element strides).
+    const void* q;    int64_t q_tok, q_head;
+    const void* k;    int64_t k_tok, k_head;
+    const void* v;    int64_t v_tok, v_head;
+    const void* g;    int64_t g_tok, g_head;
+    const void* beta; int64_t b_tok, b_head;
+    void* out;        int64_t o_tok, o_head;
+    const void* z;    int64_t z_tok, z_head;
+    float* state;     int64_t slot_stride;
+    const int32_t* cu_seqlens;
+    const int32_t* state_indices;
+    const uint8_t* start_from_zero;
+    const float* A_log;
+    const float* dt_bias;
+    const float* norm_weight;
+};
+
+Params make_params(const Shape& s, const Tensors& t);
+
+// Scratch of the chunked path for one window of `rows` token positions
+// (carved from the caller's workspace by backend.cpp).
+struct ChunkScratch {
+    float* TP;      // [Hv][rows][64]: row t of T = (I + A)^-1 (32 floats), then row t of P
+    float* gb;      // [Hv][rows][2]: γ_t (running sum of g inside the chunk), β_t
+    float* qkf;     // [Hk][rows][2]: the factors q̂ = qf·q and k̂ = kf·k
+    float* O;       // [rows][Hv][V]: raw outputs before the output norm (OUTPUT_NORM only)
+    int64_t rows;   // window + one chunk
+};
+
+// The sequential kernel: k_tile in {64, 128} (>= K), block_cols in {32, 64,
+// 128} (V columns per block; >= V with OUTPUT_NORM), tile_tokens in {1, 16}.
+cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
+                              cudaStream_t stream);
+
+// The chunked path, one window of tokens [window_start, window_end) (chunk
+// starts; a chunk may run up to 31 tokens past window_end).
+cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
+                              int64_t window_end, cudaStream_t stream);
+cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
+                              int64_t window_end, int ncol, bool zero_empty_sequences,
+                              cudaStream_t stream);
+cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
+                                  int64_t window_end, cudaStream_t stream);
+
+// Raise the dynamic shared-memory limit of the chunked kernels on the current
+// device (those that fit `smem_limit`, the device's opt-in maximum). Called
+// once per device.
+cudaError_t set_chunk_prep_attributes(size_t smem_limit);
+cudaError_t set_chunk_scan_attributes(size_t smem_limit);
+
+}  // namespace gdn::cuda
