@@ -21,10 +21,6 @@ namespace gdn::cpu {
 
 namespace {
 
-// A task's work below which another thread costs more than it saves
-// (tokens x K x V multiply-adds; spawning a thread costs ~20-50 µs).
-constexpr double kWorkPerThread = 1 << 19;
-
 void copy_string(char* dst, size_t size, const char* src) {
     std::snprintf(dst, size, "%s", src);
 }
@@ -133,9 +129,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         run_head_task(shape, tensors, path, dims, task, w);
     };
 
-    const double work = double(shape.num_tokens) * shape.num_v_heads * dims.K * dims.V;
-    int64_t workers = std::min<int64_t>(worker_count(caps), num_tasks);
-    workers = std::max<int64_t>(1, std::min<int64_t>(workers, int64_t(work / kWorkPerThread)));
+    const int64_t workers = std::min<int64_t>(worker_count(caps), num_tasks);
 
     std::atomic<int64_t> next{0};
     auto worker = [&](const WorkerScratch& w) {

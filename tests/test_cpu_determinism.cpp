@@ -1,0 +1,122 @@
+// Bitwise determinism of every CPU path: the same bits on reruns and for any
+// number of threads, with the workspace filled with NaN before every other
+// run (so nothing is read from it before it is written) and the outputs
+// pre-filled with NaN; the guard bands around out, state and workspace hold.
+#include <catch2/catch.hpp>
+
+#include "support.hpp"
+
+using namespace gdn_test;
+
+namespace {
+
+struct PathCase {
+    const char* name;
+    gdn_algorithm_t algorithm;
+    gdn_precision_t precision;
+};
+
+const PathCase kPaths[] = {
+    {"sequential", GDN_ALGO_SEQUENTIAL, GDN_PRECISION_FP32},
+    {"chunked FP32", GDN_ALGO_CHUNKED, GDN_PRECISION_FP32},
+    {"chunked FP16 operands", GDN_ALGO_CHUNKED, GDN_PRECISION_FP16},
+    {"chunked BF16 operands", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16},
+};
+
+Spec shape(int which, const PathCase& path) {
+    Spec s;
+    switch (which) {
+        case 0:  // a varlen batch, several heads
+            s.seq_lens = {100, 37, 64, 1};
+            s.hk = 2;
+            s.hv = 4;
+            s.k = s.v = 32;
+            break;
+        case 1:  // one longer sequence, every flag, bf16 in, f16 out
+            s.seq_lens = {300};
+            s.hk = 1;
+            s.hv = 3;
+            s.k = 48;
+            s.v = 40;
+            s.input = GDN_DTYPE_BF16;
+            s.output = GDN_DTYPE_F16;
+            s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
+                      GDN_FLAG_OUTPUT_NORM;
+            break;
+        default:  // a decode batch through a pool
+            s.seq_lens = std::vector<int32_t>(6, 1);
+            s.state_indices = {3, 0, -1, 5, 1, 2};
+            s.num_state_slots = 6;
+            s.hk = 2;
+            s.hv = 6;
+            s.k = s.v = 32;
+            break;
+    }
+    s.algorithm = path.algorithm;
+    s.precision = path.precision;
+    s.seed = uint64_t(17 + which);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("the same bits on 100 reruns and for 1, 2, 3 and 7 threads", "[cpu][determinism]") {
+    for (const PathCase& path : kPaths)
+        for (int which = 0; which < 3; ++which) {
+            INFO(path.name << ", shape " << which);
+            const Spec s = shape(which, path);
+            Problem first(s);
+            REQUIRE(run(first, cpu_caps(1)) == GDN_SUCCESS);
+            const std::vector<unsigned char> out_bits = first.out.snapshot();
+            const std::vector<unsigned char> state_bits = first.state.snapshot();
+
+            Problem p(s);
+            const int32_t thread_counts[] = {1, 2, 3, 7};
+            // One workspace per thread count, reused: its contents from the
+            // last run stay, or are replaced by NaN every other run.
+            Workspace ws[4];
+            for (int rerun = 0; rerun < 100; ++rerun) {
+                const int32_t threads = thread_counts[rerun % 4];
+                const gdn_caps_t caps = cpu_caps(threads);
+                Workspace& w = ws[rerun % 4];
+                if (rerun < 4) w.size_for(caps, p.problem);
+                if (rerun % 8 < 4) w.fill_nan();
+                p.reset_state();
+                p.fill_out_nan();
+                INFO("rerun " << rerun << ", " << threads << " threads");
+                REQUIRE(run(p, caps, &w) == GDN_SUCCESS);
+                const std::string out_diff =
+                    first_byte_difference(out_bits.data(), p.out.data(), out_bits.size(), "out");
+                const std::string state_diff = first_byte_difference(
+                    state_bits.data(), p.state.data(), state_bits.size(), "state");
+                CHECK(out_diff == "");
+                CHECK(state_diff == "");
+                CHECK(w.bytes.guard_damage() == "");
+                if (!out_diff.empty() || !state_diff.empty()) break;
+            }
+            CHECK(p.out.guard_damage() == "");
+            CHECK(p.state.guard_damage() == "");
+        }
+}
+
+TEST_CASE("the workspace size does not grow with the number of tokens", "[cpu][determinism]") {
+    const gdn_caps_t caps = cpu_caps(2);
+    for (const PathCase& path : kPaths) {
+        INFO(path.name);
+        size_t sizes[2] = {0, 0};
+        const int64_t tokens[2] = {2048, int64_t(1) << 30};
+        for (int i = 0; i < 2; ++i) {
+            gdn_problem_t prob;
+            gdn_problem_init(&prob);
+            prob.num_tokens = tokens[i];
+            prob.num_k_heads = 16;
+            prob.num_v_heads = 48;
+            prob.head_dim_k = prob.head_dim_v = 128;
+            prob.algorithm = path.algorithm;
+            prob.precision = path.precision;
+            REQUIRE(gdn_workspace_size(&caps, &prob, &sizes[i]) == GDN_SUCCESS);
+        }
+        CHECK(sizes[0] == sizes[1]);
+        CHECK(sizes[0] < size_t(4) << 20);  // two workers' buffers, well under 4 MiB
+    }
+}
