@@ -3,6 +3,7 @@
 // of `auto` (the path it reports is the one that runs).
 #include <catch2/catch.hpp>
 
+#include "common/cpu_kernels.hpp"
 #include "support.hpp"
 
 using namespace gdn_test;
@@ -179,4 +180,40 @@ TEST_CASE("auto runs the path gdn_select_path reports", "[cpu][dispatch]") {
         CHECK(first_byte_difference(a.state, c.state, "state, auto vs chunked") == "");
         CHECK(first_byte_difference(a.out, q.out, "out, auto vs sequential") != "");
     }
+}
+
+TEST_CASE("the baseline build of the kernels (no AVX2) matches FP64 too", "[cpu][accuracy]") {
+    // The kernels run their best instruction-set build; force the baseline
+    // one, so that it is checked on machines that have AVX2 as well.
+    struct Baseline {
+        Baseline() { gdn::cpu::set_kernel_variant(gdn::cpu::KernelVariant::baseline); }
+        ~Baseline() { gdn::cpu::set_kernel_variant(gdn::cpu::KernelVariant::best); }
+    } baseline;
+    REQUIRE(std::string(gdn::cpu::kernel_variant_name()) == "baseline");
+    for (gdn_algorithm_t algo : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED})
+        for (int32_t T : {1, 31, 33, 70, 1025}) {
+            Spec s;
+            s.seq_lens = {T, 40};
+            s.hk = 1;
+            s.hv = 2;
+            s.k = 128;
+            s.v = 48;
+            s.algorithm = algo;
+            s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+            s.seed = uint64_t(T) + 5;
+            check_vs_fp64(s);
+        }
+    // The FP16-operand emulation too, within the HIP bound.
+    Spec s;
+    s.seq_lens = {300};
+    s.k = s.v = 128;
+    s.algorithm = GDN_ALGO_CHUNKED;
+    s.precision = GDN_PRECISION_FP16;
+    Problem p(s);
+    const Reference want = reference(p);
+    REQUIRE(run(p, cpu_caps()) == GDN_SUCCESS);
+    const Comparison out = compare_out(p, want.out, Bound{0.02, 0, 1e-5});
+    INFO(describe(out, "out, FP16 operands"));
+    CHECK(out.ok());
+    CHECK(out.rel_rms() <= 0.003);
 }

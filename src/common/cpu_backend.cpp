@@ -88,6 +88,9 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
 // independent of the number of tokens.
 gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const PathChoice& path,
                             size_t* bytes) {
+    if (path.path != GDN_PATH_SEQUENTIAL && !chunk_size_supported(path.chunk_size))
+        return fail(GDN_ERROR_INTERNAL, "the CPU chunked kernels got chunk size {}",
+                    path.chunk_size);
     const Dims dims = dims_of(shape, path);
     WorkspaceCarver carver(nullptr);
     for (int32_t i = 0; i < worker_count(caps); ++i) carve_worker_scratch(carver, dims, path.path);
@@ -102,6 +105,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32 &&
         path.path != GDN_PATH_CHUNKED_LOWP_C16)
         return fail(GDN_ERROR_INTERNAL, "the CPU backend got path {}", int(path.path));
+    if (path.path != GDN_PATH_SEQUENTIAL && !chunk_size_supported(path.chunk_size))
+        return fail(GDN_ERROR_INTERNAL, "the CPU chunked kernels got chunk size {}",
+                    path.chunk_size);
     // The per-sequence arrays are host memory here: check them before
     // anything is written.
     if (gdn_status_t st = check_sequence_arrays(shape, tensors.cu_seqlens, tensors.state_indices))

@@ -4,6 +4,7 @@
 #include "cpu_kernels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -569,13 +570,33 @@ bool cpu_has_avx2_fma() {
 }
 #endif
 
+std::atomic<bool> g_force_baseline{false};
+
+bool use_avx2() {
+#if GDN_CPU_AVX2_VARIANT
+    return !g_force_baseline.load(std::memory_order_relaxed) && cpu_has_avx2_fma();
+#else
+    return false;
+#endif
+}
+
 }  // namespace
+
+bool chunk_size_supported(int32_t chunk_size) {
+    return chunk_size > 0 && chunk_size % kPadCols == 0;
+}
+
+void set_kernel_variant(KernelVariant v) {
+    g_force_baseline.store(v == KernelVariant::baseline, std::memory_order_relaxed);
+}
+
+const char* kernel_variant_name() { return use_avx2() ? "avx2+fma" : "baseline"; }
 
 void run_head_task(const Shape& shape, const Tensors& tensors, const PathChoice& path,
                    const Dims& dims, const HeadTask& task, const WorkerScratch& scratch) {
     if (task.len == 0 && !task.from_zero) return;  // nothing to read or change
 #if GDN_CPU_AVX2_VARIANT
-    if (cpu_has_avx2_fma()) {
+    if (use_avx2()) {
         run_path_avx2(shape, tensors, path, dims, task, scratch);
         return;
     }

@@ -79,6 +79,18 @@ struct HeadTask {
     bool from_zero;     // start from S = 0 (the slot is written, never read)
 };
 
+// Whether the chunked kernels take this chunk length (a multiple of their
+// register tile; the dispatch policy's 32 and 16 are).
+bool chunk_size_supported(int32_t chunk_size);
+
+// The instruction-set build of the kernels that runs: the best this CPU
+// has (default: AVX2 + FMA on x86-64 where present), or the baseline build.
+// For tests, so that both are checked on one machine; not thread-safe
+// against running calls.
+enum class KernelVariant { best, baseline };
+void set_kernel_variant(KernelVariant v);
+const char* kernel_variant_name();  // of the variant that runs now
+
 // Runs one task on `path` (sequential, chunked FP32 or the low-precision
 // emulation): reads the state (unless from_zero), walks the tokens writing
 // their out rows, writes the final state back.
