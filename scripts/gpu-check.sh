@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU, from the repository root, after building
+# the CUDA backend into build-cuda (or $GDN_BUILD): runs every GPU test,
+# compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on the small
+# shapes of the "[sanitize]" tests, the kernels' resource report, the CUDA
+# benchmark, and flash-linear-attention beside gdn when its wheels are in
+# .whl/. Logs go to $OUT (default ./gpu-logs); a summary table is printed last.
+#
+#   scripts/gpu-check.sh [tests] [sanitize] [sanitize-all] [resources] [bench] [fla] [fla-quick]
+#   (no argument: all of them)
+set -u
+OUT=${OUT:-$PWD/gpu-logs}
+mkdir -p "$OUT"
+B=${GDN_BUILD:-build-cuda}
+TESTS=$B/tests/cuda/gdn_tests_cuda
+BENCH=$B/tests/cuda/gdn_bench_cuda
+LIB=$(ls $B/libgdn.so.*.*.* 2>/dev/null | head -1)
+parts=${*:-tests sanitize-all resources bench fla}
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+# step NAME TIMEOUT_S LOG COMMAND...: runs, appends its status to the summary.
+step() {
+    local name=$1 limit=$2 log=$3
+    shift 3
+    local t0=$(date +%s)
+    echo "=== $name: $*" >> "$log"
+    timeout "$limit" "$@" >> "$log" 2>&1
+    local rc=$?
+    printf '%-28s rc=%-4s %4ss  %s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$(basename "$log")" >> "$SUMMARY"
+    return $rc
+}
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
+    nvcc --version 2>/dev/null | tail -1
+} > "$OUT/machine.log" 2>&1
+
+for part in $parts; do
+    case $part in
+    tests)
+        step "tests" 240 "$OUT/tests.log" "$TESTS" -d yes ;;
+    sanitize | sanitize-all)
+        tools="memcheck racecheck"
+        [ "$part" = sanitize-all ] && tools="memcheck racecheck initcheck synccheck"
+        for tool in $tools; do
+            step "sanitizer $tool" 100 "$OUT/sanitize.log" \
+                compute-sanitizer --tool "$tool" --error-exitcode 9 "$TESTS" "[sanitize]"
+        done ;;
+    resources)
+        {
+            echo "# cuobjdump --dump-resource-usage $LIB"
+            cuobjdump --dump-resource-usage "$LIB" | c++filt
+            echo
+            echo "# SASS instruction counts per kernel (FFMA, LDS, STS, LDL/STL = local memory, BAR)"
+            cuobjdump --dump-sass "$LIB" | c++filt > "$OUT/sass.txt"
+            awk '/Function :/ {f=$0} /FFMA/ {ffma[f]++} /LDS/ {lds[f]++} /STS/ {sts[f]++}
+                 /LDL|STL/ {loc[f]++} /BAR/ {bar[f]++}
+                 END {for (k in ffma) printf "%s\n   FFMA %d  LDS %d  STS %d  local %d  BAR %d\n", k, ffma[k], lds[k], sts[k], loc[k], bar[k]}' "$OUT/sass.txt"
+            xz -f -9 "$OUT/sass.txt"
+        } > "$OUT/resources.log" 2>&1
+        echo "resources                    rc=0            resources.log" >> "$SUMMARY" ;;
+    bench)
+        step "bench (CUDA)" 180 "$OUT/bench.log" "$BENCH" all ;;
+    fla | fla-quick)
+        if ls .whl/*.whl > /dev/null 2>&1; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+                --target /tmp/site .whl/*.whl > "$OUT/fla.log" 2>&1
+            flag=""
+            [ "$part" = fla-quick ] && flag="--quick"
+            PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 step "fla beside gdn" 150 "$OUT/fla.log" \
+                python3 scripts/bench_fla.py --lib "$LIB" $flag
+        else
+            echo "fla: no wheels in .whl/, skipped" >> "$SUMMARY"
+        fi ;;
+    *) echo "unknown part $part" >> "$SUMMARY" ;;
+    esac
+done
+
+echo
+echo "---------------- logs"
+for f in tests bench fla; do
+    [ -f "$OUT/$f.log" ] && { echo "## $f (tail)"; tail -n 60 "$OUT/$f.log"; }
+done
+[ -f "$OUT/sanitize.log" ] && { echo "## sanitizer summaries"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|===" "$OUT/sanitize.log" | tail -n 20; }
+echo "---------------- summary"
+cat "$SUMMARY"

@@ -1,0 +1,330 @@
+// gdn_bench_cuda: per-launch device time of the CUDA paths through the public
+// API (CUDA events around batches of launches after a warm-up, the median of
+// several batches, inputs and states rotated over enough copies to exceed
+// twice the L2), and host time per call without graphs.
+//
+//   gdn_bench_cuda [prompt|decode|host|all] [--reps N]
+//
+// Shapes: H_k = 16, H_v = 48, K = V = 128, one sequence (prompt) or N
+// sequences of one token (decode); FP32 state in a pool.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/numeric.hpp"
+#include "gdn/gdn.h"
+
+namespace {
+
+constexpr int32_t kHk = 16, kHv = 48, kK = 128, kV = 128;
+constexpr double kRotateBytes = 128e6;  // > 2x the H200's 60 MB L2
+constexpr double kCopyBandwidth = 4.28e12;  // H200 device copy, bytes/s (docs/perf-notes.md)
+
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+        std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
+#define CK(x) check((x), #x)
+
+void check_gdn(gdn_status_t st, const char* what) {
+    if (st != GDN_SUCCESS) {
+        std::fprintf(stderr, "%s: %s: %s\n", what, gdn_status_string(st), gdn_last_error());
+        std::exit(1);
+    }
+}
+
+struct DeviceSet {
+    void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *out = nullptr;
+    float* state = nullptr;
+    int32_t* cu = nullptr;
+};
+
+// Random inputs of one set (host), in the input dtype: q ~ N(0,1), k unit
+// rows, v ~ N(0,1), g ~ U(-0.3, -0.01), β ~ U(0, 1); gates in f32.
+struct HostInputs {
+    std::vector<uint16_t> q16, k16, v16;
+    std::vector<float> q32, k32, v32, g, beta, state;
+};
+
+uint64_t g_rng = 0x1234567;
+double uniform() {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return double(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+double normal() {
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+class Bench {
+public:
+    Bench(int64_t tokens, int32_t seqs, gdn_dtype_t dtype) : T_(tokens), N_(seqs), dt_(dtype) {
+        gdn_caps_init(&caps_);
+        check_gdn(gdn_probe(GDN_BACKEND_CUDA, 0, &caps_), "gdn_probe");
+        gdn_problem_init(&prob_);
+        prob_.num_seqs = N_;
+        prob_.num_tokens = T_;
+        prob_.max_seqlen = T_ / N_;
+        prob_.num_k_heads = kHk;
+        prob_.num_v_heads = kHv;
+        prob_.head_dim_k = kK;
+        prob_.head_dim_v = kV;
+        prob_.input_dtype = dt_;
+        prob_.output_dtype = dt_;
+        prob_.gate_dtype = GDN_DTYPE_F32;
+        const size_t es = dt_ == GDN_DTYPE_F32 ? 4 : 2;
+        qk_bytes_ = size_t(T_) * kHk * kK * es;
+        v_bytes_ = size_t(T_) * kHv * kV * es;
+        gate_bytes_ = size_t(T_) * kHv * 4;
+        state_bytes_ = size_t(N_) * kHv * kK * kV * 4;
+        const double set_bytes = double(2 * qk_bytes_ + 2 * v_bytes_ + 2 * gate_bytes_ + state_bytes_);
+        const int sets = int(std::min<double>(64.0, std::max(1.0, std::ceil(kRotateBytes / set_bytes))));
+
+        HostInputs h;
+        const size_t nqk = size_t(T_) * kHk * kK, nv = size_t(T_) * kHv * kV;
+        // A pool of normals repeated with a prime period: random enough for
+        // timing, and fast to make for 200M elements.
+        static std::vector<float> pool;
+        if (pool.empty()) {
+            pool.resize(1048573);
+            for (auto& x : pool) x = float(normal());
+        }
+        std::vector<float> q(nqk), k(nqk), v(nv);
+        for (size_t i = 0; i < nqk; ++i) q[i] = pool[i % pool.size()];
+        for (size_t i = 0; i < nv; ++i) v[i] = pool[(i + 4099) % pool.size()];
+        for (size_t row = 0; row < nqk / kK; ++row) {
+            double n2 = 0;
+            for (int i = 0; i < kK; ++i) {
+                const float x = pool[(row * kK + i + 77777) % pool.size()];
+                k[row * kK + i] = x;
+                n2 += double(x) * x;
+            }
+            for (int i = 0; i < kK; ++i) k[row * kK + i] = float(k[row * kK + i] / std::sqrt(n2));
+        }
+        h.g.resize(size_t(T_) * kHv);
+        h.beta.resize(h.g.size());
+        for (auto& x : h.g) x = float(-0.3 + 0.29 * uniform());
+        for (auto& x : h.beta) x = float(uniform());
+        h.state.resize(state_bytes_ / 4);
+        for (auto& x : h.state) x = float(0.5 * normal());
+        std::vector<int32_t> cu(size_t(N_) + 1);
+        for (int32_t i = 0; i <= N_; ++i) cu[size_t(i)] = int32_t(T_ / N_ * i);
+        auto as_dtype = [&](const std::vector<float>& x) {
+            std::vector<unsigned char> b(x.size() * es);
+            for (size_t i = 0; i < x.size(); ++i) gdn::store_element(b.data(), dt_, int64_t(i), x[i]);
+            return b;
+        };
+        const auto qb = as_dtype(q), kb = as_dtype(k), vb = as_dtype(v);
+        sets_.resize(size_t(sets));
+        for (DeviceSet& s : sets_) {
+            CK(cudaMalloc(&s.q, qk_bytes_));
+            CK(cudaMalloc(&s.k, qk_bytes_));
+            CK(cudaMalloc(&s.v, v_bytes_));
+            CK(cudaMalloc(&s.out, v_bytes_));
+            CK(cudaMalloc(&s.g, gate_bytes_));
+            CK(cudaMalloc(&s.beta, gate_bytes_));
+            CK(cudaMalloc(reinterpret_cast<void**>(&s.state), state_bytes_));
+            CK(cudaMalloc(reinterpret_cast<void**>(&s.cu), cu.size() * 4));
+            CK(cudaMemcpy(s.q, qb.data(), qk_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.k, kb.data(), qk_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.v, vb.data(), v_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.g, h.g.data(), gate_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.beta, h.beta.data(), gate_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.state, h.state.data(), state_bytes_, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(s.cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemset(s.out, 0, v_bytes_));
+        }
+        size_t ws = 0;
+        for (gdn_algorithm_t a : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO}) {
+            gdn_problem_t p = prob_;
+            p.algorithm = a;
+            size_t need = 0;
+            if (gdn_workspace_size(&caps_, &p, &need) == GDN_SUCCESS) ws = std::max(ws, need);
+        }
+        ws_bytes_ = ws;
+        if (ws) CK(cudaMalloc(&ws_, ws));
+        CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        CK(cudaEventCreate(&e0_));
+        CK(cudaEventCreate(&e1_));
+    }
+    ~Bench() {
+        for (DeviceSet& s : sets_) {
+            cudaFree(s.q), cudaFree(s.k), cudaFree(s.v), cudaFree(s.out), cudaFree(s.g);
+            cudaFree(s.beta), cudaFree(s.state), cudaFree(s.cu);
+        }
+        if (ws_) cudaFree(ws_);
+        cudaStreamDestroy(stream_);
+        cudaEventDestroy(e0_);
+        cudaEventDestroy(e1_);
+    }
+
+    gdn_status_t call(gdn_algorithm_t algo, size_t set) {
+        const DeviceSet& s = sets_[set % sets_.size()];
+        gdn_problem_t p = prob_;
+        p.algorithm = algo;
+        gdn_tensors_t t;
+        gdn_tensors_init(&t);
+        t.q = s.q, t.k = s.k, t.v = s.v, t.g = s.g, t.beta = s.beta, t.out = s.out;
+        t.state = s.state;
+        t.cu_seqlens = N_ > 1 ? s.cu : nullptr;
+        return gdn_chunked_recurrence(&caps_, &p, &t, ws_, ws_bytes_, stream_);
+    }
+
+    // Median device time per launch (ms).
+    double device_ms(gdn_algorithm_t algo, int reps) {
+        size_t set = 0;
+        for (int i = 0; i < 2; ++i) check_gdn(call(algo, set++), "warm-up");
+        CK(cudaEventRecord(e0_, stream_));
+        for (int i = 0; i < 2; ++i) check_gdn(call(algo, set++), "probe run");
+        CK(cudaEventRecord(e1_, stream_));
+        CK(cudaEventSynchronize(e1_));
+        float probe_ms = 0;
+        CK(cudaEventElapsedTime(&probe_ms, e0_, e1_));
+        const int batch = std::max(2, std::min(2000, int(2.0 / std::max(1e-4, double(probe_ms) / 2))));
+        std::vector<double> per_launch;
+        for (int r = 0; r < reps; ++r) {
+            CK(cudaEventRecord(e0_, stream_));
+            for (int i = 0; i < batch; ++i) check_gdn(call(algo, set++), "timed run");
+            CK(cudaEventRecord(e1_, stream_));
+            CK(cudaEventSynchronize(e1_));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0_, e1_));
+            per_launch.push_back(double(ms) / batch);
+        }
+        std::sort(per_launch.begin(), per_launch.end());
+        return per_launch[per_launch.size() / 2];
+    }
+
+    // Host time per call (µs), no graph: `calls` calls back to back, then sync.
+    double host_us(gdn_algorithm_t algo, int calls) {
+        for (int i = 0; i < 3; ++i) check_gdn(call(algo, size_t(i)), "warm-up");
+        CK(cudaStreamSynchronize(stream_));
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) check_gdn(call(algo, size_t(i)), "host timing");
+        const auto t1 = std::chrono::steady_clock::now();
+        CK(cudaStreamSynchronize(stream_));
+        return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
+    }
+
+    std::string path(gdn_algorithm_t algo) {
+        gdn_problem_t p = prob_;
+        p.algorithm = algo;
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        if (gdn_select_path(&caps_, &p, nullptr, &info) != GDN_SUCCESS) return gdn_last_error();
+        return info.reason;
+    }
+    size_t state_bytes() const { return state_bytes_; }
+    size_t sets() const { return sets_.size(); }
+    const gdn_caps_t& caps() const { return caps_; }
+
+private:
+    int64_t T_;
+    int32_t N_;
+    gdn_dtype_t dt_;
+    gdn_caps_t caps_;
+    gdn_problem_t prob_;
+    size_t qk_bytes_ = 0, v_bytes_ = 0, gate_bytes_ = 0, state_bytes_ = 0, ws_bytes_ = 0;
+    std::vector<DeviceSet> sets_;
+    void* ws_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+};
+
+const char* dtype_name(gdn_dtype_t t) { return t == GDN_DTYPE_F32 ? "f32" : t == GDN_DTYPE_BF16 ? "bf16" : "f16"; }
+
+void prompt(int reps) {
+    std::printf("\n## prompt: per-launch device time (median of %d batches), Hk 16, Hv 48, K = V = 128, "
+                "one sequence, f32 gates and state\n\n",
+                reps);
+    std::printf("| T | inputs | sequential | chunked | seq / chunked | auto takes |\n|---|---|---:|---:|---:|---|\n");
+    for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
+        for (int64_t T : {32, 96, 128, 256, 512, 2048, 8192, 32768}) {
+            Bench b(T, 1, dt);
+            const double seq = b.device_ms(GDN_ALGO_SEQUENTIAL, T >= 8192 ? 3 : reps);
+            const double chk = b.device_ms(GDN_ALGO_CHUNKED, reps);
+            std::string why = b.path(GDN_ALGO_AUTO);
+            std::printf("| %lld | %s | %.4f ms | %.4f ms | %.2fx | %s |\n", (long long)T,
+                        dtype_name(dt), seq, chk, seq / chk,
+                        why.find("chunked") != std::string::npos && why.find("sequential") == std::string::npos
+                            ? "chunked" : "sequential");
+            std::fflush(stdout);
+        }
+    }
+}
+
+void decode(int reps) {
+    std::printf("\n## decode: one token for each of N sequences, bf16 q/k/v/out, f32 gates, FP32 state "
+                "pool (median of %d batches)\n\n",
+                reps);
+    std::printf("| N | time | state bytes (read + write) | bandwidth | of %.2f TB/s |\n|---:|---:|---:|---:|---:|\n",
+                kCopyBandwidth / 1e12);
+    for (int32_t N : {1, 8, 64, 256, 1024}) {
+        Bench b(N, N, GDN_DTYPE_BF16);
+        const double ms = b.device_ms(GDN_ALGO_AUTO, reps);
+        const double bytes = 2.0 * double(b.state_bytes());
+        std::printf("| %d | %.2f us | %.1f MB | %.2f TB/s | %.0f%% |\n", N, ms * 1e3, bytes / 1e6,
+                    bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kCopyBandwidth);
+        std::fflush(stdout);
+    }
+}
+
+void host() {
+    std::printf("\n## host time per call (no graph, calls back to back)\n\n| call | host time |\n|---|---:|\n");
+    {
+        Bench b(1, 1, GDN_DTYPE_BF16);
+        std::printf("| decode N = 1 | %.2f us |\n", b.host_us(GDN_ALGO_AUTO, 2000));
+    }
+    {
+        Bench b(64, 64, GDN_DTYPE_BF16);
+        std::printf("| decode N = 64 | %.2f us |\n", b.host_us(GDN_ALGO_AUTO, 500));
+    }
+    {
+        Bench b(2048, 1, GDN_DTYPE_BF16);
+        std::printf("| prompt T = 2048, chunked (1 window: 2 launches) | %.2f us |\n",
+                    b.host_us(GDN_ALGO_CHUNKED, 200));
+    }
+    {
+        Bench b(32768, 1, GDN_DTYPE_BF16);
+        std::printf("| prompt T = 32768, chunked (16 windows: 32 launches) | %.2f us |\n",
+                    b.host_us(GDN_ALGO_CHUNKED, 20));
+    }
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        std::printf("skipped: no device\n");
+        return 77;
+    }
+    std::string what = "all";
+    int reps = 7;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--reps" && i + 1 < argc)
+            reps = std::atoi(argv[++i]);
+        else
+            what = a;
+    }
+    gdn_caps_t caps;
+    gdn_caps_init(&caps);
+    check_gdn(gdn_probe(GDN_BACKEND_CUDA, 0, &caps), "gdn_probe");
+    std::printf("# gdn_bench_cuda: %s (%s, %d SMs), gdn %u\n", caps.name, caps.arch,
+                caps.multiprocessor_count, gdn_version());
+    if (what == "prompt" || what == "all") prompt(reps);
+    if (what == "decode" || what == "all") decode(reps);
+    if (what == "host" || what == "all") host();
+    return 0;
+}

@@ -1,0 +1,253 @@
+// Every API feature on both CUDA paths, against the CPU backend on the same
+// inputs (same algorithm forced) and against the FP64 reference: dtypes,
+// varlen with empty sequences, pool slots with padding, start-from-zero
+// flags, both state layouts, both head mappings, strided and head-major
+// tensors, slot padding, cu_seqlens = NULL, q/k L2 norm, gate from raw
+// inputs, β from logits, the gated RMSNorm epilogue, odd head dims.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "cuda_support.hpp"
+
+using namespace gdn_cuda_test;
+
+namespace {
+
+// FP32 arithmetic of a different order than the CPU's; the features add a
+// few FP32 roundings (norms, exp, softplus) on top of the recurrence's.
+constexpr double kVsFp64 = 5e-6;
+constexpr double kVsCpu = 1e-5;
+
+struct Case {
+    const char* name;
+    Spec spec;
+};
+
+std::vector<Case> feature_cases() {
+    std::vector<Case> cases;
+    {
+        Spec s;  // plain f32, grouped, [K][V], one sequence over a chunk boundary
+        s.seq_lens = {300};
+        s.hk = 2, s.hv = 4;
+        cases.push_back({"f32 plain", s});
+    }
+    {
+        Spec s;  // bf16 everything, every gate feature, [V][K], interleaved heads
+        s.seq_lens = {389};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+        s.layout = GDN_STATE_VK;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.seed = 2;
+        cases.push_back({"bf16, l2norm, raw gate, beta logits, VK, interleaved", s});
+    }
+    {
+        Spec s;  // f16 in, f32 gates/out, output norm, strides, varlen, pool, padding, zero flags
+        s.seq_lens = {100, 0, 257, 33, 64, 1};
+        s.hk = 2, s.hv = 4, s.k = 64, s.v = 128;
+        s.input = GDN_DTYPE_F16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.head_pad = 3, s.row_pad = 5, s.slot_pad = 7;
+        s.state_indices = {4, 2, -1, 0, 6, 1};
+        s.num_state_slots = 8;
+        s.start_from_zero = {0, 1, 0, 1, 0, 1};
+        s.seed = 3;
+        cases.push_back({"f16, output norm, strided, varlen, pool, padding, zero-start", s});
+    }
+    {
+        Spec s;  // head-major tensors, every flag, K = 128, V = 64, f32
+        s.seq_lens = {150, 161};
+        s.hk = 1, s.hv = 3, s.k = 128, s.v = 64;
+        s.head_major = true;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
+                  GDN_FLAG_OUTPUT_NORM;
+        s.scale = 0.3f, s.l2norm_eps = 1e-5f, s.norm_eps = 1e-5f;
+        s.seed = 4;
+        cases.push_back({"head-major, every flag, K 128 V 64", s});
+    }
+    {
+        Spec s;  // cu_seqlens NULL, equal lengths, bf16 in, f16 out, interleaved
+        s.seq_lens = {150, 150, 150};
+        s.null_cu_seqlens = true;
+        s.hk = 2, s.hv = 4;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.seed = 5;
+        cases.push_back({"cu_seqlens NULL, bf16 in, f16 out", s});
+    }
+    {
+        Spec s;  // decode batch: one token each, pool with padding, every flag, bf16
+        s.seq_lens = std::vector<int32_t>(16, 1);
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
+                  GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {3, 17, -1, 0, 5, 9, 11, -1, 2, 4, 6, 8, 10, 12, 14, 16};
+        s.num_state_slots = 20;
+        s.start_from_zero = {0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0};
+        s.seed = 6;
+        cases.push_back({"decode batch, every flag, pool with padding", s});
+    }
+    {
+        Spec s;  // odd head dims: the sequential kernel only
+        s.seq_lens = {77, 40};
+        s.hk = 2, s.hv = 2, s.k = 48, s.v = 40;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+        s.seed = 8;
+        cases.push_back({"K 48, V 40 (sequential only)", s});
+    }
+    {
+        Spec s;  // V wider than one sequential block, no norm
+        s.seq_lens = {45};
+        s.hk = 1, s.hv = 2, s.k = 100, s.v = 200;
+        s.seed = 9;
+        cases.push_back({"K 100, V 200 (sequential only)", s});
+    }
+    return cases;
+}
+
+bool chunked_eligible(const Spec& s) {
+    return (s.k == 64 || s.k == 128) && (s.v == 64 || s.v == 128);
+}
+
+}  // namespace
+
+TEST_CASE("every API feature matches the CPU backend and FP64 on both CUDA paths",
+          "[cuda][features]") {
+    const gdn_caps_t caps = cuda_caps();
+    const gdn_caps_t cpu = cpu_caps();
+    for (const Case& c : feature_cases()) {
+        for (gdn_algorithm_t algo : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED}) {
+            if (algo == GDN_ALGO_CHUNKED && !chunked_eligible(c.spec)) continue;
+            Spec s = c.spec;
+            s.algorithm = algo;
+            Problem p(s);
+            const Reference ref = reference(p);
+
+            // CPU backend, same algorithm.
+            REQUIRE(run(p, cpu) == GDN_SUCCESS);
+            const std::vector<float> cpu_out = p.out_f32();
+            const std::vector<float> cpu_state = p.state_f32();
+            p.reset_state();
+            p.fill_out_nan();
+
+            DeviceProblem d(p);
+            DeviceWorkspace ws;
+            REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+            ws.fill_nan();
+            const gdn_status_t st = run(d, p.problem, caps, ws);
+            INFO(c.name << (algo == GDN_ALGO_CHUNKED ? ", chunked" : ", sequential") << ": "
+                        << gdn_last_error());
+            REQUIRE(st == GDN_SUCCESS);
+            GDN_CUDA_CHECK(cudaDeviceSynchronize());
+            d.download();
+
+            const double ulp = half_ulp_of(s.output);
+            Bound vs_ref{kVsFp64, ulp, 0.0}, vs_cpu{kVsCpu, 2 * ulp, 0.0}, st_ref{kVsFp64, 0, 0},
+                st_cpu{kVsCpu, 0, 0};
+            const Comparison o_ref = compare_out(p, ref.out, vs_ref);
+            const Comparison s_ref = compare_state(p, ref.state, st_ref);
+            const std::vector<char> out_mask = p.out_live(), state_mask = p.state_live();
+            const Comparison o_cpu = compare(p.out_f32(), cpu_out, &out_mask, vs_cpu,
+                                             [&](size_t i) { return p.out_index(i); });
+            const Comparison s_cpu = compare(p.state_f32(), cpu_state, &state_mask, st_cpu,
+                                             [&](size_t i) { return p.state_index(i); });
+            INFO(describe(o_ref, "out vs FP64"));
+            INFO(describe(s_ref, "state vs FP64"));
+            INFO(describe(o_cpu, "out vs CPU backend"));
+            INFO(describe(s_cpu, "state vs CPU backend"));
+            CHECK(o_ref.ok());
+            CHECK(s_ref.ok());
+            CHECK(o_cpu.ok());
+            CHECK(s_cpu.ok());
+
+            // Padding rows and slots nobody names keep their bytes.
+            const std::vector<float> out_now = p.out_f32();
+            for (size_t i = 0; i < out_now.size(); ++i)
+                if (!out_mask[i]) {
+                    INFO("padding " << p.out_index(i) << " was written");
+                    REQUIRE(std::isnan(out_now[i]));
+                }
+            const std::vector<float> state_now = p.state_f32();
+            for (size_t i = 0; i < state_now.size(); ++i)
+                if (!state_mask[i]) {
+                    INFO("unnamed " << p.state_index(i) << " was written");
+                    REQUIRE(state_now[i] == p.state_initial[i]);
+                }
+            INFO(d.guard_damage());
+            CHECK(d.guard_damage().empty());
+        }
+    }
+}
+
+TEST_CASE("auto reports its choice; forced sequential equals the sequential kernel bit for bit",
+          "[cuda][dispatch]") {
+    const gdn_caps_t caps = cuda_caps();
+    Spec s;
+    s.seq_lens = {64};
+    s.hk = 16, s.hv = 48, s.k = s.v = 128;
+    {
+        Problem p(s);
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        REQUIRE(gdn_select_path(&caps, &p.problem, nullptr, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        CHECK(std::string(info.reason).find("auto") != std::string::npos);
+    }
+    s.seq_lens = {4096};
+    Problem p(s);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    REQUIRE(gdn_select_path(&caps, &p.problem, nullptr, &info) == GDN_SUCCESS);
+    INFO(info.reason);
+    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+    CHECK(info.chunk_size == 32);
+
+    // Forced chunked where the scan grid cannot fit one wave: an error that says why.
+    gdn_caps_t small = caps;
+    small.multiprocessor_count = 4;
+    gdn_problem_t forced = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
+    CHECK(gdn_select_path(&small, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("wave") != std::string::npos);
+    // ... while auto falls back and says so.
+    REQUIRE(gdn_select_path(&small, &p.problem, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    CHECK(std::string(info.reason).find("wave") != std::string::npos);
+
+    // Forced sequential on a shape where auto picks chunked = the sequential
+    // kernel's bits (auto on the small caps runs the same kernel).
+    DeviceProblem d(p);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+    REQUIRE(run(d, with_algorithm(p.problem, GDN_ALGO_SEQUENTIAL), caps, ws) == GDN_SUCCESS);
+    const auto out_forced = d.out.bytes();
+    const auto state_forced = d.state.bytes();
+    d.reset_state();
+    d.fill_out_nan();
+    REQUIRE(run(d, p.problem, small, ws) == GDN_SUCCESS);
+    CHECK(same_bits(d.out.bytes(), out_forced, "out") == "");
+    CHECK(same_bits(d.state.bytes(), state_forced, "state") == "");
+}
+
+TEST_CASE("probe fills the caps from the device", "[cuda][probe]") {
+    const gdn_caps_t caps = cuda_caps();
+    cudaDeviceProp prop;
+    GDN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CHECK(caps.backend == GDN_BACKEND_CUDA);
+    CHECK(caps.device == 0);
+    CHECK(std::string(caps.arch) == "sm_" + std::to_string(prop.major) + std::to_string(prop.minor));
+    CHECK(caps.multiprocessor_count == prop.multiProcessorCount);
+    CHECK(caps.warp_size == 32);
+    CHECK(caps.shared_mem_per_block_optin == prop.sharedMemPerBlockOptin);
+    CHECK(caps.compute_major == prop.major);
+    CHECK(((caps.features & GDN_FEATURE_ASYNC_COPY) != 0) == (prop.major >= 8));
+    std::printf("probe: %s, %s, %d SMs, %zu bytes shared memory per block (opt-in)\n", caps.name,
+                caps.arch, caps.multiprocessor_count, caps.shared_mem_per_block_optin);
+    gdn_caps_t none;
+    gdn_caps_init(&none);
+    CHECK(gdn_probe(GDN_BACKEND_CUDA, 1000, &none) == GDN_ERROR_BACKEND_UNAVAILABLE);
+}

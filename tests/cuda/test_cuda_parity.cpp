@@ -1,0 +1,220 @@
+// Parity of the CUDA paths with the FP64 recurrence (DESIGN.md §5): the
+// chunked path at T = 1..4099 (every remainder mod 32, each scan tiling),
+// 8192 and 32768, from a non-zero state, within 2e-6 (max|diff|/max|ref|) for
+// output and final state; the sequential kernel within 2e-6 of FP64 too; the
+// two within 1e-4 of each other.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "cuda_support.hpp"
+
+using namespace gdn_cuda_test;
+
+namespace {
+
+constexpr double kVsFp64 = 2e-6;
+constexpr double kChunkedVsSequential = 1e-4;
+
+// Runs `algo` on tokens [0, T) of a one-sequence device problem (from the
+// initial state) and returns out rows [0, T) and the state, as FP32.
+struct Result {
+    std::vector<float> out, state;
+};
+Result run_prefix(DeviceProblem& d, const gdn_caps_t& caps, const DeviceWorkspace& ws, int64_t T,
+                  gdn_algorithm_t algo) {
+    gdn_problem_t p = d.host.problem;
+    p.num_tokens = T;
+    p.max_seqlen = 0;
+    p.algorithm = algo;
+    gdn_tensors_t t = d.tensors();
+    t.cu_seqlens = nullptr;
+    d.reset_state();
+    d.fill_out_nan();
+    const gdn_status_t st = gdn_chunked_recurrence(&caps, &p, &t, ws.data(), ws.size(), nullptr);
+    INFO(gdn_last_error());
+    REQUIRE(st == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    const Spec& s = d.host.spec;
+    REQUIRE(s.output == GDN_DTYPE_F32);
+    Result r;
+    r.out.resize(size_t(T) * s.hv * s.v);
+    d.out.download(r.out.data(), r.out.size() * 4);
+    r.state.resize(d.state.size() / 4);
+    d.state.download(r.state.data(), d.state.size());
+    return r;
+}
+
+template <class W>
+Comparison compare_vec(const std::vector<float>& got, const std::vector<W>& want, size_t n,
+                       double rel) {
+    std::vector<W> w(want.begin(), want.begin() + std::ptrdiff_t(n));
+    std::vector<float> g(got.begin(), got.begin() + std::ptrdiff_t(n));
+    Bound b;
+    b.rel_max = rel;
+    return compare(g, w, nullptr, b, [](size_t i) { return "element " + std::to_string(i); });
+}
+
+// The FP64 recurrence of a one-sequence problem, advanced segment by
+// segment: outputs of every token so far, and the state after the last one.
+class IncrementalReference {
+public:
+    explicit IncrementalReference(Problem& p) : p_(p) {
+        REQUIRE(p.normalised(&shape_, &x_));
+        out_.assign(size_t(p.T) * p.spec.hv * p.spec.v, 0.0);
+        state_.assign(p.state_initial.begin(), p.state_initial.end());
+    }
+    void advance_to(int64_t T) {
+        if (T <= done_) return;
+        gdn::Shape s = shape_;
+        s.num_seqs = 1;
+        s.num_tokens = T - done_;
+        s.max_seqlen = T - done_;
+        gdn::Tensors x = x_;
+        auto shift = [&](const void* b, int64_t tok_stride, gdn_dtype_t dt) -> const void* {
+            return b ? static_cast<const char*>(b) + done_ * tok_stride * int64_t(gdn::dtype_size(dt))
+                     : nullptr;
+        };
+        x.q = shift(x_.q, x_.q_stride.token, shape_.input_dtype);
+        x.k = shift(x_.k, x_.k_stride.token, shape_.input_dtype);
+        x.v = shift(x_.v, x_.v_stride.token, shape_.input_dtype);
+        x.z = shift(x_.z, x_.z_stride.token, shape_.input_dtype);
+        x.g = shift(x_.g, x_.g_stride.token, shape_.gate_dtype);
+        x.beta = shift(x_.beta, x_.beta_stride.token, shape_.gate_dtype);
+        x.cu_seqlens = nullptr;
+        gdn::ref::run(s, x, out_.data() + done_ * p_.spec.hv * p_.spec.v, state_.data());
+        done_ = T;
+    }
+    const std::vector<double>& out() const { return out_; }
+    const std::vector<double>& state() const { return state_; }
+
+private:
+    Problem& p_;
+    gdn::Shape shape_;
+    gdn::Tensors x_;
+    std::vector<double> out_, state_;
+    int64_t done_ = 0;
+};
+
+struct Worst {
+    double value = 0.0;
+    int64_t at = 0;
+    void add(double v, int64_t T) {
+        if (v > value) value = v, at = T;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("chunked and sequential match FP64 at T = 1..4099, every remainder mod 32",
+          "[cuda][parity]") {
+    Spec spec;
+    spec.seq_lens = {4099};
+    spec.hk = 1;
+    spec.hv = 3;
+    spec.k = spec.v = 128;
+    spec.seed = 31;
+    Problem p(spec);
+    DeviceProblem d(p);
+    IncrementalReference ref(p);
+    gdn_caps_t caps = cuda_caps();
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, with_algorithm(p.problem, GDN_ALGO_CHUNKED)) == GDN_SUCCESS);
+
+    std::vector<int64_t> lengths;
+    for (int64_t T = 1; T <= 130; ++T) lengths.push_back(T);
+    for (int64_t T = 131; T < 4068; T += 31) lengths.push_back(T);  // 31 = -1 mod 32: every remainder
+    for (int64_t T = 4068; T <= 4099; ++T) lengths.push_back(T);
+
+    // The scan's column tiling follows the SM count: 12 SMs -> 32 columns
+    // per block, 8 -> 48, 6 -> 64 (Hk = 1, G·V = 384). Rotate through them.
+    const int32_t sm_counts[] = {8, 12, 6};
+    Worst chunk_out, chunk_state, seq_out, seq_state, diff_out, diff_state;
+    size_t i = 0;
+    for (int64_t T : lengths) {
+        gdn_caps_t c = caps;
+        c.multiprocessor_count = sm_counts[i++ % 3];
+        ref.advance_to(T);
+        const Result chunked = run_prefix(d, c, ws, T, GDN_ALGO_CHUNKED);
+        const Result seq = run_prefix(d, c, ws, T, GDN_ALGO_SEQUENTIAL);
+        const size_t n_out = size_t(T) * spec.hv * spec.v;
+        const Comparison co = compare_vec(chunked.out, ref.out(), n_out, kVsFp64);
+        const Comparison cs = compare_vec(chunked.state, ref.state(), ref.state().size(), kVsFp64);
+        const Comparison so = compare_vec(seq.out, ref.out(), n_out, kVsFp64);
+        const Comparison ss = compare_vec(seq.state, ref.state(), ref.state().size(), kVsFp64);
+        const Comparison xo = compare_vec(chunked.out, seq.out, n_out, kChunkedVsSequential);
+        const Comparison xs =
+            compare_vec(chunked.state, seq.state, seq.state.size(), kChunkedVsSequential);
+        INFO("T = " << T << ", SMs = " << c.multiprocessor_count);
+        INFO(describe(co, "chunked out vs FP64"));
+        INFO(describe(cs, "chunked state vs FP64"));
+        INFO(describe(so, "sequential out vs FP64"));
+        INFO(describe(ss, "sequential state vs FP64"));
+        INFO(describe(xo, "chunked vs sequential out"));
+        INFO(describe(xs, "chunked vs sequential state"));
+        REQUIRE(co.ok());
+        REQUIRE(cs.ok());
+        REQUIRE(so.ok());
+        REQUIRE(ss.ok());
+        REQUIRE(xo.ok());
+        REQUIRE(xs.ok());
+        chunk_out.add(co.rel(), T);
+        chunk_state.add(cs.rel(), T);
+        seq_out.add(so.rel(), T);
+        seq_state.add(ss.rel(), T);
+        diff_out.add(xo.rel(), T);
+        diff_state.add(xs.rel(), T);
+    }
+    std::printf(
+        "parity sweep (%zu lengths, Hk 1, Hv 3, K = V = 128), worst max|diff|/max|ref|:\n"
+        "  chunked vs FP64     out %.3g (T %lld)  state %.3g (T %lld)\n"
+        "  sequential vs FP64  out %.3g (T %lld)  state %.3g (T %lld)\n"
+        "  chunked vs seq      out %.3g (T %lld)  state %.3g (T %lld)\n",
+        lengths.size(), chunk_out.value, (long long)chunk_out.at, chunk_state.value,
+        (long long)chunk_state.at, seq_out.value, (long long)seq_out.at, seq_state.value,
+        (long long)seq_state.at, diff_out.value, (long long)diff_out.at, diff_state.value,
+        (long long)diff_state.at);
+}
+
+TEST_CASE("chunked and sequential match FP64 at 8192 and 32768 tokens, Hk 16, Hv 48",
+          "[cuda][parity][long]") {
+    const gdn_caps_t caps = cuda_caps();
+    for (int32_t T : {8192, 32768}) {
+        Spec spec;
+        spec.seq_lens = {T};
+        spec.hk = 16;
+        spec.hv = 48;
+        spec.k = spec.v = 128;
+        spec.seed = 7 + uint64_t(T);
+        Problem p(spec);
+        DeviceProblem d(p);
+        const Reference ref = reference_parallel(p);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, with_algorithm(p.problem, GDN_ALGO_CHUNKED)) == GDN_SUCCESS);
+        const Result chunked = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED);
+        const Result seq = run_prefix(d, caps, ws, T, GDN_ALGO_SEQUENTIAL);
+        const size_t n_out = chunked.out.size();
+        const Comparison co = compare_vec(chunked.out, ref.out, n_out, kVsFp64);
+        const Comparison cs = compare_vec(chunked.state, ref.state, ref.state.size(), kVsFp64);
+        const Comparison so = compare_vec(seq.out, ref.out, n_out, kVsFp64);
+        const Comparison ss = compare_vec(seq.state, ref.state, ref.state.size(), kVsFp64);
+        const Comparison xo = compare_vec(chunked.out, seq.out, n_out, kChunkedVsSequential);
+        const Comparison xs = compare_vec(chunked.state, seq.state, seq.state.size(), kChunkedVsSequential);
+        std::printf("parity T = %d (Hk 16, Hv 48, K = V = 128): chunked vs FP64 out %.3g state %.3g; "
+                    "sequential vs FP64 out %.3g state %.3g; chunked vs sequential out %.3g state %.3g\n",
+                    T, co.rel(), cs.rel(), so.rel(), ss.rel(), xo.rel(), xs.rel());
+        INFO("T = " << T);
+        INFO(describe(co, "chunked out vs FP64"));
+        INFO(describe(cs, "chunked state vs FP64"));
+        INFO(describe(so, "sequential out vs FP64"));
+        INFO(describe(ss, "sequential state vs FP64"));
+        INFO(describe(xo, "chunked vs sequential out"));
+        INFO(describe(xs, "chunked vs sequential state"));
+        CHECK(co.ok());
+        CHECK(cs.ok());
+        CHECK(so.ok());
+        CHECK(ss.ok());
+        CHECK(xo.ok());
+        CHECK(xs.ok());
+    }
+}
