@@ -522,6 +522,7 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
     const int e0 = (tid & 15) * 8;
     GDN_SHARED float norm_w_s[V];
     if (out_norm && tid < V) norm_w_s[tid] = p.norm_weight[tid];
+    arch::lds_barrier();  // every staging thread reads all of w
 
     // Without the output norm z is absent: its loads re-read v (never used),
     // so the prefetch has no branch to join (a join would wait for the loads).
