@@ -66,6 +66,15 @@ void check_reruns(const PathCase& path, int which) {
     const Spec s = shape(which, path);
     Problem first(s);
     REQUIRE(run(first, cpu_caps(1)) == GDN_SUCCESS);
+    // The bits repeated below must be a result, not garbage repeated: finite
+    // and near FP64 (accuracy itself is checked elsewhere, tightly).
+    const Reference want = reference(first);
+    const Comparison out = compare_out(first, want.out, Bound{0.2, 0.0, 1e-5});
+    const Comparison state = compare_state(first, want.state, Bound{0.2, 0.0, 1e-5});
+    INFO(describe(out, "first run, out"));
+    INFO(describe(state, "first run, state"));
+    REQUIRE(out.ok());
+    REQUIRE(state.ok());
     const std::vector<unsigned char> out_bits = first.out.snapshot();
     const std::vector<unsigned char> state_bits = first.state.snapshot();
 
