@@ -33,8 +33,9 @@
 // and crashes the backend on gfx1201, whose WMMA is another instruction);
 // elsewhere the chunked kernels are a trap that the dispatch never launches.
 #if defined(GDN_HIP_ARCH_AMDGPU)
-#if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || \
-    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)
+#if (defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || \
+     defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)) &&   \
+    __AMDGCN_WAVEFRONT_SIZE == 32
 #define GDN_HIP_WMMA 1
 #else
 #define GDN_HIP_WMMA 0
@@ -185,8 +186,10 @@ GDN_DEVICE float shfl_xor(float x, int mask) {
 GDN_DEVICE int wave_size() {
 #if defined(GDN_HIP_ARCH_AMDGPU)
     return __AMDGCN_WAVEFRONT_SIZE;
-#else
+#elif defined(GDN_HIP_ARCH_CUDA_EMULATION)
     return 32;
+#else
+    return int(simt::warp_size());
 #endif
 }
 

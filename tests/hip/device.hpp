@@ -42,6 +42,9 @@ public:
 
     // WMMA operands whose lanes 16-31 did not repeat lanes 0-15 (emulations).
     virtual unsigned wmma_operand_faults() = 0;
+
+    // Host fibers only (GDN_HIP_TEST_WAVE64): run the kernels with 64-lane waves.
+    virtual void set_wave64(bool on) { (void)on; }
 };
 
 Device& device();

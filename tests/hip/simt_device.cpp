@@ -45,6 +45,7 @@ public:
         return GDN_SUCCESS;
     }
     unsigned wmma_operand_faults() override { return hip::arch::g_wmma_operand_mismatch; }
+    void set_wave64(bool on) override { hip::simt::set_warp_size(on ? 64 : 32); }
 
 protected:
     gdn_status_t launch(const hip::Launch& l, const hip::KernelParams& p) override {

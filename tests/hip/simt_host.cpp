@@ -41,6 +41,7 @@ struct Block {
 
 Block g_block;
 Dim3 g_block_idx, g_block_dim, g_grid_dim;
+unsigned g_warp = 32;  // lanes per warp (32, or 64 for the sequential kernel's wave64 runs)
 
 // Switches to the next fiber that has not finished (round robin).
 void yield() {
@@ -68,7 +69,7 @@ void release_if_complete() {
         ++b.generation;
         b.idle_yields = 0;
     }
-    for (unsigned w = 0; w < (b.nthreads + 31) / 32; ++w)
+    for (unsigned w = 0; w < b.nthreads / g_warp; ++w)
         if (b.warp_arrived[w] > 0 && b.warp_arrived[w] == b.warp_live[w]) {
             b.warp_arrived[w] = 0;
             ++b.warp_generation[w];
@@ -82,7 +83,7 @@ void fiber_main() {
     b.body(b.arg);
     b.fibers[me].done = true;
     --b.live;
-    --b.warp_live[me / 32];
+    --b.warp_live[me / g_warp];
     release_if_complete();  // exited threads no longer hold a barrier back
     for (unsigned i = 1; i < b.nthreads; ++i) {
         const unsigned j = (me + i) % b.nthreads;
@@ -100,7 +101,12 @@ const Dim3& thread_idx() { return g_block.fibers[g_block.current].tid; }
 const Dim3& block_idx() { return g_block_idx; }
 const Dim3& block_dim() { return g_block_dim; }
 const Dim3& grid_dim() { return g_grid_dim; }
-WarpScratch& warp_scratch() { return g_block.scratch[g_block.current / 32]; }
+WarpScratch& warp_scratch() { return g_block.scratch[g_block.current / g_warp]; }
+unsigned warp_size() { return g_warp; }
+void set_warp_size(unsigned lanes) {
+    if (lanes != 32 && lanes != 64) std::abort();
+    g_warp = lanes;
+}
 
 void block_barrier() {
     Block& b = g_block;
@@ -112,7 +118,7 @@ void block_barrier() {
 
 void warp_barrier() {
     Block& b = g_block;
-    const unsigned w = b.current / 32;
+    const unsigned w = b.current / g_warp;
     const uint64_t gen = b.warp_generation[w];
     ++b.warp_arrived[w];
     release_if_complete();
@@ -122,18 +128,18 @@ void warp_barrier() {
 uint32_t shfl_xor_u32(uint32_t v, int mask) {
     Block& b = g_block;
     const unsigned me = b.current;
-    WarpScratch& s = b.scratch[me / 32];
-    s.x[me % 32] = v;
+    WarpScratch& s = b.scratch[me / g_warp];
+    s.x[me % g_warp] = v;
     warp_barrier();
-    const uint32_t r = s.x[(me % 32) ^ unsigned(mask)];
+    const uint32_t r = s.x[(me % g_warp) ^ unsigned(mask)];
     warp_barrier();
     return r;
 }
 
 void launch(unsigned grid, unsigned block, void (*body)(const void*), const void* arg) {
-    if (block == 0 || block % 32 != 0 || block > kMaxThreads) {
-        std::fprintf(stderr, "simt: block of %u threads (need a multiple of 32, at most %u)\n", block,
-                     kMaxThreads);
+    if (block == 0 || block % g_warp != 0 || block > kMaxThreads) {
+        std::fprintf(stderr, "simt: block of %u threads (need a multiple of %u, at most %u)\n", block,
+                     g_warp, kMaxThreads);
         std::abort();
     }
     Block& b = g_block;
@@ -152,8 +158,8 @@ void launch(unsigned grid, unsigned block, void (*body)(const void*), const void
         b.live = block;
         b.arrived = 0;
         b.idle_yields = 0;
-        for (unsigned w = 0; w < block / 32; ++w) {
-            b.warp_live[w] = 32;
+        for (unsigned w = 0; w < block / g_warp; ++w) {
+            b.warp_live[w] = g_warp;
             b.warp_arrived[w] = 0;
         }
         for (unsigned t = 0; t < block; ++t) {

@@ -1,7 +1,7 @@
 // Host lanes for the HIP kernels' source (src/hip/arch.hpp, GDN_HIP_HOST_SIMT):
 // every thread of a block is a fiber on the calling thread, switched
 // cooperatively at barriers, so the kernels run unmodified on the CPU (slowly)
-// with a wave of 32 lanes, LDS as static arrays (blocks run one at a time),
+// with a wave of 32 (or 64) lanes, LDS as static arrays (blocks run one at a time),
 // block and warp barriers, and lane exchanges through a per-warp scratch.
 // Test-only: CI runs the kernels' logic here without a GPU.
 #pragma once
@@ -21,9 +21,9 @@ struct Dim3 {
 
 // Per-warp exchange space of the emulated lane operations.
 struct WarpScratch {
-    uint32_t a[32][8];
-    uint32_t b[32][8];
-    uint32_t x[32];
+    uint32_t a[64][8];
+    uint32_t b[64][8];
+    uint32_t x[64];
 };
 
 const Dim3& thread_idx();
@@ -33,7 +33,12 @@ const Dim3& grid_dim();
 WarpScratch& warp_scratch();
 
 void block_barrier();  // every live thread of the block
-void warp_barrier();   // every live lane of this thread's warp of 32
+void warp_barrier();   // every live lane of this thread's warp
+
+// Lanes per warp: 32 (default; the WMMA kernels need it) or 64, to run the
+// sequential kernel as a wave64 part would.
+unsigned warp_size();
+void set_warp_size(unsigned lanes);
 
 uint32_t shfl_xor_u32(uint32_t v, int mask);
 inline float shfl_xor(float v, int mask) {

@@ -587,6 +587,36 @@ TEST_CASE("hip: the sequential kernel matches the FP64 reference for K and V in 
     }
 }
 
+#if defined(GDN_HIP_TEST_WAVE64)
+TEST_CASE("hip: the sequential kernel with 64-lane waves matches the FP64 reference", "[hip]") {
+    device().set_wave64(true);
+    struct Reset {
+        ~Reset() { device().set_wave64(false); }
+    } reset;
+    int n = 0;
+    for (int32_t K : {64, 128})
+        for (int32_t V : {64, 128}) {
+            Spec sp;
+            sp.algo = GDN_ALGO_SEQUENTIAL;
+            sp.K = K;
+            sp.V = V;
+            sp.T = 24;
+            sp.Hk = 1;
+            sp.Hv = 2;
+            sp.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM | GDN_FLAG_BETA_FROM_LOGITS;
+            sp.seed = uint64_t(900 + n++);
+            const Buffers b = make_buffers(sp);
+            const Result r = run_on_device(b);
+            REQUIRE(r.status == GDN_SUCCESS);
+            const std::string label = "sequential wave64 K=" + std::to_string(K) + " V=" + std::to_string(V);
+            const Checked c = check_against_reference(b, r, label.c_str());
+            CHECK(c.guard_problem.empty());
+            CHECK(c.out.max_abs <= 1e-5 * c.out.max_ref + 1e-7);
+            CHECK(c.state.max_abs <= 1e-5 * c.state.max_ref + 1e-7);
+        }
+}
+#endif
+
 // ------------------------------------------------------------ chunked
 
 TEST_CASE("hip: the chunked path meets the FP16 bounds for T up to 16385 around the 64-token edge and 16-token remainders", "[hip]") {
