@@ -103,6 +103,7 @@ int main(void) {
                GDN_SUCCESS);
         EXPECT(gdn_last_error()[0] == '\0');
         /* an error path from C: the message names the argument */
+        problem.num_k_heads = 2;
         problem.num_v_heads = 3;
         EXPECT(gdn_chunked_recurrence(&caps, &problem, &tensors, base ? base + pad : NULL, bytes, NULL) ==
                GDN_ERROR_INVALID_ARGUMENT);

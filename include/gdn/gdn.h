@@ -66,7 +66,9 @@ GDN_API uint32_t gdn_version(void);
 
 /* ------------------------------------------------------------------- errors */
 
-/* Values are pinned: never renumbered, never reused. */
+/* Values are pinned: never renumbered, never reused. Every enum of this header
+ * ends with a *_MAX_ENUM_ sentinel that keeps it 32 bits wide in every
+ * compiler; the library rejects any value it does not name. */
 typedef enum gdn_status_t {
     GDN_SUCCESS = 0,
     GDN_ERROR_INVALID_ARGUMENT = 1,      /* a null pointer, size, stride, flag or struct_size is wrong */
@@ -74,7 +76,8 @@ typedef enum gdn_status_t {
     GDN_ERROR_WORKSPACE_TOO_SMALL = 3,   /* workspace_bytes < gdn_workspace_size() */
     GDN_ERROR_BACKEND_UNAVAILABLE = 4,   /* backend not compiled in, or no such device */
     GDN_ERROR_DEVICE = 5,                /* the GPU runtime reported an error (launch, stream) */
-    GDN_ERROR_INTERNAL = 6               /* a bug in gdn: please report the message */
+    GDN_ERROR_INTERNAL = 6,              /* a bug in gdn: please report the message */
+    GDN_STATUS_MAX_ENUM_ = 0x7FFFFFFF    /* keeps the enum 32-bit; never returned */
 } gdn_status_t;
 
 /* A static string naming the status ("invalid argument", ...). Never NULL. */
@@ -90,31 +93,36 @@ GDN_API const char* gdn_last_error(void);
 typedef enum gdn_backend_t {
     GDN_BACKEND_CPU = 0,
     GDN_BACKEND_CUDA = 1,
-    GDN_BACKEND_HIP = 2
+    GDN_BACKEND_HIP = 2,
+    GDN_BACKEND_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_backend_t;
 
 typedef enum gdn_dtype_t {
     GDN_DTYPE_F32 = 0,
     GDN_DTYPE_F16 = 1,
-    GDN_DTYPE_BF16 = 2
+    GDN_DTYPE_BF16 = 2,
+    GDN_DTYPE_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_dtype_t;
 
 /* Which key head serves value head h (Hv value heads, Hk key heads). */
 typedef enum gdn_head_mapping_t {
     GDN_HEADS_GROUPED = 0,     /* kh = h / (Hv / Hk): flash-linear-attention, Qwen */
-    GDN_HEADS_INTERLEAVED = 1  /* kh = h % Hk: llama.cpp */
+    GDN_HEADS_INTERLEAVED = 1, /* kh = h % Hk: llama.cpp */
+    GDN_HEADS_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_head_mapping_t;
 
 /* Layout of one head's state inside a slot of the pool. */
 typedef enum gdn_state_layout_t {
     GDN_STATE_KV = 0,  /* state[k][v]: element (k, v) at k * V + v */
-    GDN_STATE_VK = 1   /* state[v][k]: element (k, v) at v * K + k */
+    GDN_STATE_VK = 1,  /* state[v][k]: element (k, v) at v * K + k */
+    GDN_STATE_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_state_layout_t;
 
 typedef enum gdn_algorithm_t {
     GDN_ALGO_AUTO = 0,        /* the fastest path allowed; gdn_select_path() says which and why */
     GDN_ALGO_SEQUENTIAL = 1,  /* token by token, FP32: bit-identical to the sequential kernel */
-    GDN_ALGO_CHUNKED = 2      /* chunked WY form; an error (not a fallback) where no chunked path runs */
+    GDN_ALGO_CHUNKED = 2,     /* chunked WY form; an error (not a fallback) where no chunked path runs */
+    GDN_ALGO_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_algorithm_t;
 
 /* The precision the caller allows for the chunked products. A path at least
@@ -124,7 +132,8 @@ typedef enum gdn_precision_t {
     GDN_PRECISION_FP32 = 0,   /* FP32 operands and accumulation */
     GDN_PRECISION_TF32X3 = 1, /* near-FP32 tensor-core products (split operands) */
     GDN_PRECISION_FP16 = 2,   /* FP16 operands, FP32 accumulation (HIP gfx11 WMMA, CPU emulation) */
-    GDN_PRECISION_BF16 = 3    /* BF16 operands, FP32 accumulation */
+    GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation */
+    GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 
 /* What actually runs. */
@@ -132,8 +141,9 @@ typedef enum gdn_path_t {
     GDN_PATH_NONE = 0,
     GDN_PATH_SEQUENTIAL = 1,          /* FP32 token by token */
     GDN_PATH_CHUNKED_FP32 = 2,        /* WY form, C = 32, all FP32 (CPU, CUDA) */
-    GDN_PATH_CHUNKED_LOWP_C16 = 3     /* WY form, C = 16, FP16/BF16 operands, FP32 accumulation
+    GDN_PATH_CHUNKED_LOWP_C16 = 3,    /* WY form, C = 16, FP16/BF16 operands, FP32 accumulation
                                          (HIP gfx11 WMMA; CPU emulation of the same numerics) */
+    GDN_PATH_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_path_t;
 
 /* Problem flags (gdn_problem_t.flags). */

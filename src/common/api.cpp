@@ -54,6 +54,7 @@ gdn_status_t backend_workspace(const Prepared& p, size_t* bytes) {
         case GDN_BACKEND_CPU: return cpu::workspace_size(p.caps, p.shape, p.path, bytes);
         case GDN_BACKEND_CUDA: return cuda::workspace_size(p.caps, p.shape, p.path, bytes);
         case GDN_BACKEND_HIP: return hip::workspace_size(p.caps, p.shape, p.path, bytes);
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
     return fail(GDN_ERROR_INTERNAL, "unknown backend {}", int(p.caps.backend));
 }
@@ -86,6 +87,7 @@ const char* gdn_status_string(gdn_status_t status) {
         case GDN_ERROR_BACKEND_UNAVAILABLE: return "backend unavailable";
         case GDN_ERROR_DEVICE: return "device error";
         case GDN_ERROR_INTERNAL: return "internal error";
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
     return "unknown status";
 }
@@ -189,6 +191,7 @@ gdn_status_t gdn_chunked_recurrence(const gdn_caps_t* caps, const gdn_problem_t*
             case GDN_BACKEND_HIP:
                 return hip::run(p.caps, p.shape, p.tensors, p.path, workspace, workspace_bytes,
                                 stream);
+            default: break;  // a value gdn.h does not name (rejected by validation)
         }
         return fail(GDN_ERROR_INTERNAL, "unknown backend {}", int(p.caps.backend));
     });

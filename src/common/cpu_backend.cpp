@@ -22,7 +22,7 @@ namespace gdn::cpu {
 namespace {
 
 void copy_string(char* dst, size_t size, const char* src) {
-    std::snprintf(dst, size, "%s", src);
+    std::snprintf(dst, size, "%.*s", int(size ? size - 1 : 0), src);
 }
 
 // "model name : AMD EPYC ..." from /proc/cpuinfo where there is one.

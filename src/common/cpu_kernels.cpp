@@ -75,6 +75,7 @@ void load_row(const void* base, gdn_dtype_t dt, int64_t offset, int32_t n, float
             for (int32_t i = 0; i < n; ++i) dst[i] = bf16_to_float(p[i]);
             break;
         }
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
 }
 
@@ -95,6 +96,7 @@ void store_row(void* base, gdn_dtype_t dt, int64_t offset, int32_t n, const floa
             for (int32_t i = 0; i < n; ++i) p[i] = float_to_bf16(src[i]);
             break;
         }
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
 }
 
@@ -546,6 +548,7 @@ GDN_CPU_INLINE void run_path(const Shape& shape, const Tensors& tensors, const P
                 run_chunked<OperandFp16, Isa>(shape, tensors, dims, task, scratch);
             break;
         case GDN_PATH_NONE: break;
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
 }
 

@@ -144,6 +144,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         case GDN_BACKEND_CPU: not_eligible = cpu_chunked(s, &c); break;
         case GDN_BACKEND_CUDA: not_eligible = cuda_chunked(caps, s, t, &c); break;
         case GDN_BACKEND_HIP: not_eligible = hip_chunked(caps, s, t, &c); break;
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())

@@ -75,6 +75,7 @@ inline float load_element(const void* base, gdn_dtype_t t, int64_t i) {
         case GDN_DTYPE_F32: return static_cast<const float*>(base)[i];
         case GDN_DTYPE_F16: return half_to_float(static_cast<const uint16_t*>(base)[i]);
         case GDN_DTYPE_BF16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
     return 0.0f;
 }
@@ -84,6 +85,7 @@ inline void store_element(void* base, gdn_dtype_t t, int64_t i, float x) {
         case GDN_DTYPE_F32: static_cast<float*>(base)[i] = x; break;
         case GDN_DTYPE_F16: static_cast<uint16_t*>(base)[i] = float_to_half(x); break;
         case GDN_DTYPE_BF16: static_cast<uint16_t*>(base)[i] = float_to_bf16(x); break;
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
 }
 

@@ -55,13 +55,19 @@ gdn_status_t check_tensor(const TensorSpec& t, int64_t tokens, Strides* out, boo
     if (reinterpret_cast<uintptr_t>(t.ptr) % esize != 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.{} ({}) is not aligned to its element size ({} bytes, {})",
                     t.name, t.ptr, esize, dtype_name(t.dtype));
-    Strides s;
-    s.head = t.head_stride == 0 ? t.dim : t.head_stride;
-    s.token = t.token_stride == 0 ? int64_t(t.heads) * s.head : t.token_stride;
     if (t.head_stride < 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.head_stride ({}) < 0", t.name, t.head_stride);
     if (t.token_stride < 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.token_stride ({}) < 0", t.name, t.token_stride);
+    Strides s;
+    s.head = t.head_stride == 0 ? t.dim : t.head_stride;
+    // The packed token stride (heads x head stride) must not wrap (found by
+    // the fuzzer: head_stride 2^62 with token_stride 0 overflowed int64).
+    if (t.token_stride == 0 && s.head > INT64_MAX / t.heads)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "{}: the packed token stride ({} heads x head_stride {}) overflows 64 bits",
+                    t.name, t.heads, s.head);
+    s.token = t.token_stride == 0 ? int64_t(t.heads) * s.head : t.token_stride;
     if (t.heads > 1 && s.head < t.dim)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.head_stride ({}) < its row ({} elements)", t.name,
                     s.head, t.dim);
@@ -116,6 +122,7 @@ const char* dtype_name(gdn_dtype_t t) {
         case GDN_DTYPE_F32: return "f32";
         case GDN_DTYPE_F16: return "f16";
         case GDN_DTYPE_BF16: return "bf16";
+        default: break;  // a value gdn.h does not name (rejected by validation)
     }
     return "?";
 }
@@ -287,6 +294,12 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
         return fail(GDN_ERROR_INVALID_ARGUMENT,
                     "tensors.state_slot_stride ({}) < one slot (Hv*K*V = {} elements)",
                     r.state_slot_stride, slot_elems);
+    // As for the tensors: the pool's last element offset must fit in 63 bits
+    // (found by the fuzzer: 3 slots 2^62 apart overflowed int64).
+    if (double(s.num_state_slots - 1) * double(r.state_slot_stride) + double(slot_elems) > 9.0e18)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.state: {} slots, state_slot_stride ({}) span more than 2^63 elements",
+                    s.num_state_slots, r.state_slot_stride);
 
     if (t.cu_seqlens == nullptr && T % s.num_seqs != 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT,
@@ -358,6 +371,30 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
         if (overlap(state_range, inputs[i]))
             return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state overlaps tensors.{}",
                         inputs[i].name);
+    // Nor may out or state overlap z or the small arrays, which are read
+    // while they are written (found by the fuzzer: out over cu_seqlens let a
+    // run rewrite its own sequence bounds and write out of bounds).
+    auto array_range = [](const char* name, const void* p, uint64_t bytes) {
+        const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+        return p ? Range{name, b, b + bytes} : Range{name, 0, 0};
+    };
+    const uint64_t n = uint64_t(s.num_seqs);
+    const Range arrays[] = {
+        inputs[6],
+        array_range("cu_seqlens", r.cu_seqlens, (n + 1) * 4),
+        array_range("state_indices", r.state_indices, n * 4),
+        array_range("start_from_zero", r.start_from_zero, n),
+        array_range("A_log", r.A_log, uint64_t(s.num_v_heads) * 4),
+        array_range("dt_bias", r.dt_bias, uint64_t(s.num_v_heads) * 4),
+        array_range("norm_weight", r.norm_weight, uint64_t(s.head_dim_v) * 4),
+    };
+    for (const Range& a : arrays) {
+        if (a.end <= a.begin) continue;
+        if (overlap(out_range, a))
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.out overlaps tensors.{}", a.name);
+        if (overlap(state_range, a))
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state overlaps tensors.{}", a.name);
+    }
 
     *out = r;
     return GDN_SUCCESS;
