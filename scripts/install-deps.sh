@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make catch2 libfmt-dev pkg-config)
 if [[ "${1:-}" == "--all" ]]; then
-  pkgs+=(clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs clang-tools-19 abigail-tools binutils)
+  pkgs+=(clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs clang-tools-19 abigail-tools binutils python3)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
