@@ -880,6 +880,19 @@ TEST_CASE("hip: the chunked path with every feature - dtypes and VK state and in
     }
 }
 
+TEST_CASE("hip: the chunked path at a model's shape with 16 key heads and 48 value heads", "[hip]") {
+    Spec sp;  // Qwen3.5-like: Hk 16, Hv 48 (group 3), bf16 activations, raw gates
+    sp.Hk = device().fast() ? 16 : 2;
+    sp.Hv = device().fast() ? 48 : 6;
+    sp.T = device().fast() ? 1100 : 40;
+    sp.in = GDN_DTYPE_BF16;
+    sp.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS | GDN_FLAG_OUTPUT_NORM;
+    sp.g_lo = -3.0f;
+    sp.g_hi = 3.0f;
+    const Buffers b = make_buffers(sp);
+    require_fp16_bounds(b, run_on_device(b), "chunked, Hk 16 Hv 48 bf16 all flags");
+}
+
 TEST_CASE("hip: a batch of many sequences uses super-blocks of 8 chunks", "[hip]") {
     // 1024 / 136 sequences -> 8 chunks (128 tokens) per sequence per super-block
     const bool fast = device().fast();
