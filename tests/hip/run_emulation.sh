@@ -34,14 +34,14 @@ done <"$out/cases.txt"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
     start=$(date +%s)
-    GDN_HIP_TEST_SMALL=1 timeout 75 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin" >>"$log" 2>&1
+    GDN_HIP_TEST_SMALL=1 timeout 50 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin" >>"$log" 2>&1
     rc=$?
     echo "[sanitizer] memcheck rc=$rc $(($(date +%s) - start))s (124: timed out)" >>"$log"
     [ "$rc" -ne 0 ] && failed=$((failed + 1))
     for name in "hip: the fused output norm and z gate equal the CPU epilogue applied to the unfused output" \
                 "hip: the chunked path with empty sequences (T = 0) in a batch"; do
         start=$(date +%s)
-        GDN_HIP_TEST_SMALL=1 timeout 60 "$sanitizer" --tool racecheck --error-exitcode 9 "$bin" "$name" >>"$log" 2>&1
+        GDN_HIP_TEST_SMALL=1 timeout 35 "$sanitizer" --tool racecheck --error-exitcode 9 "$bin" "$name" >>"$log" 2>&1
         rc=$?
         echo "[sanitizer] racecheck rc=$rc $(($(date +%s) - start))s: $name" >>"$log"
         [ "$rc" -ne 0 ] && failed=$((failed + 1))
