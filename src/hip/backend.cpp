@@ -96,9 +96,15 @@ gdn_status_t setup_failed(DeviceModule* m, gdn_status_t st, std::string message)
 // Probes the device and loads its code object, once per device (thread-safe;
 // a failure is remembered and reported again).
 gdn_status_t setup_device(int device, const DeviceModule** out) {
-    if (device < 0 || device >= kMaxDevices)
+    if (device < 0 || device >= kMaxDevices) {
+        int count = 0;
+        if (hipGetDeviceCount(&count) != hipSuccess) count = 0;
+        if (device >= count)
+            return fail(GDN_ERROR_BACKEND_UNAVAILABLE, "HIP device {} does not exist ({} devices)",
+                        device, count);
         return fail(GDN_ERROR_BACKEND_UNAVAILABLE, "HIP device {} is beyond the {} gdn supports",
                     device, kMaxDevices);
+    }
     DeviceModule* m = g_devices[size_t(device)].load(std::memory_order_acquire);
     if (m == nullptr) {
         std::lock_guard<std::mutex> lock(g_setup_mutex);
