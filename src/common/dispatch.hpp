@@ -12,8 +12,12 @@ namespace policy {
 // CUDA chunk-32 FP32 path (src/cuda/chunk_prep.cu, chunk_scan.cu).
 constexpr int32_t kCudaChunk = 32;
 // Below this many tokens (longest sequence) auto takes the sequential kernel:
-// the two chunked launches cost more than they save (seed: ~100 tokens on an
-// RTX 5090; re-measured on the H200, see docs/perf-notes.md).
+// the two chunked launches cost more than they save. H200, 2026-11-29
+// (gdn_bench_cuda prompt: Hk 16, Hv 48, K = V = 128, one sequence, bf16 / f32
+// inputs), chunked vs sequential per launch: 0.66x / 0.63x at 32 tokens,
+// 1.07x / 1.02x at 96, 1.18x / 1.12x at 128, 1.32x / 1.25x at 192. The
+// crossover is near 90 tokens; auto starts where the gain is >= 12% (the
+// sequential path is also ~3x closer to FP64). docs/perf-notes.md.
 constexpr int64_t kCudaChunkedMinTokens = 128;
 // Chunk starts per prep/scan window: the workspace holds one window's T, P
 // and γ, so it is bounded by this, whatever the prompt length.
@@ -27,12 +31,13 @@ constexpr size_t cuda_prep_smem_bytes(int32_t K) {
 }
 constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol) {
     return sizeof(float) * (2 * size_t(K) * 68 + 2 * 32 * size_t(ncol) + 2 * kCudaScanPrepFloats +
-                            size_t(K) * ncol + 64 * size_t(ncol) + 2 * 32 * size_t(ncol));
+                            size_t(K) * ncol + 2 * 64 * size_t(ncol) + 2 * 32 * size_t(ncol));
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
-// key head's value heads (4 * ncol threads); every block walks every chunk,
+// key head's value heads (8 * ncol threads); every block walks every chunk,
 // so the grid (Hk * G * V / ncol blocks) must fit one wave of one block per
-// SM. The smallest ncol that fits gives the most parallel grid; 0: none fits.
+// SM (a second wave would double the time: the seed's rule, not re-measured
+// here). The smallest ncol that fits gives the most parallel grid; 0: none.
 inline int32_t cuda_scan_columns(int32_t Hk, int32_t G, int32_t V, int32_t sms) {
     constexpr int32_t kColumns[] = {32, 48, 64};
     for (int32_t ncol : kColumns)

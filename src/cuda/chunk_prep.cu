@@ -31,13 +31,30 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     float* a_all = qk_s + 32 * 33;   // [kWarps][32][32] A of the warp's value head
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
+    // Every load of the chunk's rows in flight at once, then converted.
+    constexpr int PER = 32 * K / kThreads;
+    static_assert(PER * kThreads == 32 * K, "whole rows per block");
+    // Element i of this thread: row tid / K + i * (kThreads / K), column tid % K.
+    constexpr int kRowStep = kThreads / K;
+    uint32_t qb[PER], kb[PER];
+    {
+        const int t0 = tid / K, r = tid % K;
+        const int64_t q0 = (cs + t0) * p.q_tok + kh * p.q_head + r;
+        const int64_t k0 = (cs + t0) * p.k_tok + kh * p.k_head + r;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const bool ok = t0 + i * kRowStep < L;
+            qb[i] = ok ? load_bits(p.q, p.in_dt, q0 + i * kRowStep * p.q_tok) : 0u;
+            kb[i] = ok ? load_bits(p.k, p.in_dt, k0 + i * kRowStep * p.k_tok) : 0u;
+        }
+    }
     __syncthreads();  // a previous chunk of this tile is done with the buffers
-    for (int e = tid; e < 32 * K; e += kThreads) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        const int e = tid + i * kThreads;
         const int t = e / K, r = e % K;
-        const int64_t tok = cs + t;
-        const bool ok = t < L;
-        q_s[t * LD + r] = ok ? load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r) : 0.0f;
-        k_s[t * LD + r] = ok ? load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r) : 0.0f;
+        q_s[t * LD + r] = bits_to_float(qb[i], p.in_dt);
+        k_s[t * LD + r] = bits_to_float(kb[i], p.in_dt);
     }
     __syncthreads();
 
@@ -46,8 +63,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         float qq = 0.0f, kk = 0.0f;
         if (p.flags & GDN_FLAG_QK_L2NORM) {
             for (int r = lane; r < K; r += 32) {
-                qq += q_s[t * LD + r] * q_s[t * LD + r];
-                kk += k_s[t * LD + r] * k_s[t * LD + r];
+                qq = fmaf(q_s[t * LD + r], q_s[t * LD + r], qq);
+                kk = fmaf(k_s[t * LD + r], k_s[t * LD + r], kk);
             }
             qq = warp_sum(qq);
             kk = warp_sum(kk);
@@ -173,7 +190,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 }
 
 template <int K>
-__global__ void __launch_bounds__(kThreads) chunk_prep_kernel(const Params p, const ChunkScratch w,
+__global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p, const ChunkScratch w,
                                                               int64_t win0, int64_t win1) {
     extern __shared__ __align__(16) float smem[];
     const int32_t kh = blockIdx.y;

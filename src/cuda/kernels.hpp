@@ -57,6 +57,12 @@ struct ChunkScratch {
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
                               cudaStream_t stream);
 
+// The decode kernel: one block per (sequence, value head); [K][V] state,
+// K in {64, 128}, V <= 128 and V % 4 == 0, 16-byte aligned state rows. Gives
+// the sequential kernel's bits (same sums in the same order), with 16-byte
+// state accesses.
+cudaError_t launch_decode(const Params& p, cudaStream_t stream);
+
 // The chunked path, one window of tokens [window_start, window_end) (chunk
 // starts; a chunk may run up to 31 tokens past window_end).
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,

@@ -21,6 +21,45 @@ namespace {
 
 constexpr int kSplit = 4;
 
+// One token's q/k rows (n floats in shared memory, zero past K): q̂ = qf·q and
+// k̂ = kf·k in place, and returns k̂·q̂. Called by one warp; the decode kernel
+// shares it so that both kernels give the same bits.
+__device__ __forceinline__ float normalise_row(const Params& p, float* q, float* k, int n,
+                                               int lane) {
+    float qq = 0.0f, kk = 0.0f;
+    if (p.flags & GDN_FLAG_QK_L2NORM) {
+        for (int r = lane; r < n; r += 32) {
+            qq = fmaf(q[r], q[r], qq);
+            kk = fmaf(k[r], k[r], kk);
+        }
+        qq = warp_sum(qq);
+        kk = warp_sum(kk);
+    }
+    const float qf = q_factor(p, qq), kf = k_factor(p, kk);
+    float kq = 0.0f;
+    for (int r = lane; r < n; r += 32) {
+        const float qv = q[r] * qf, kv = k[r] * kf;
+        q[r] = qv;
+        k[r] = kv;
+        kq = fmaf(kv, qv, kq);
+    }
+    return warp_sum(kq);
+}
+
+// The out row of token `tok`, value head h, from o (V floats in shared
+// memory) through the gated RMSNorm; called by one warp.
+__device__ __forceinline__ void norm_out_row(const Params& p, const float* o, int64_t tok,
+                                             int32_t h, int lane) {
+    float oo = 0.0f;
+    for (int c = lane; c < p.V; c += 32) oo = fmaf(o[c], o[c], oo);
+    const float ir = inv_rms(p, warp_sum(oo));
+    for (int c = lane; c < p.V; c += 32) {
+        const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
+        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
+                    o[c] * ir * p.norm_weight[c] * silu(z));
+    }
+}
+
 template <int KT, int BV, int TT>
 __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) {
     constexpr int NT = BV * kSplit;
@@ -129,23 +168,7 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         // q̂ = qf·q, k̂ = kf·k, and k̂·q̂, one warp per token.
         for (int t = warp; t < tl; t += NW) {
             float qq = 0.0f, kk = 0.0f;
-            if (p.flags & GDN_FLAG_QK_L2NORM) {
-                for (int r = lane; r < KT; r += 32) {
-                    qq += q_s[t][r] * q_s[t][r];
-                    kk += k_s[t][r] * k_s[t][r];
-                }
-                qq = warp_sum(qq);
-                kk = warp_sum(kk);
-            }
-            const float qf = q_factor(p, qq), kf = k_factor(p, kk);
-            float kq = 0.0f;
-            for (int r = lane; r < KT; r += 32) {
-                const float qv = q_s[t][r] * qf, kv = k_s[t][r] * kf;
-                q_s[t][r] = qv;
-                k_s[t][r] = kv;
-                kq += kv * qv;
-            }
-            kq = warp_sum(kq);
+            const float kq = normalise_row(p, q_s[t], k_s[t], KT, lane);
             if (lane == 0) kq_s[t] = kq;
         }
         __syncthreads();
@@ -174,7 +197,7 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
             kv += __shfl_xor_sync(0xffffffffu, kv, 2);
             sq += __shfl_xor_sync(0xffffffffu, sq, 2);
             const float decay = decay_s[t];
-            const float d = beta_s[t] * (v_s[t][col] - decay * kv);
+            const float d = beta_s[t] * fmaf(-decay, kv, v_s[t][col]);
             const float o = fmaf(decay, sq, kq_s[t] * d);
 #pragma unroll
             for (int j = 0; j < J; ++j) {
@@ -196,17 +219,7 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
             }
         } else {
             // The block holds the whole row (BV >= V): gated RMSNorm here.
-            for (int t = warp; t < tl; t += NW) {
-                float oo = 0.0f;
-                for (int c = lane; c < p.V; c += 32) oo += o_s[t][c] * o_s[t][c];
-                const float ir = inv_rms(p, warp_sum(oo));
-                const int64_t tok = bos + t0 + t;
-                for (int c = lane; c < p.V; c += 32) {
-                    const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
-                    store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
-                                o_s[t][c] * ir * p.norm_weight[c] * silu(z));
-                }
-            }
+            for (int t = warp; t < tl; t += NW) norm_out_row(p, o_s[t], bos + t0 + t, h, lane);
         }
     }
 
@@ -217,6 +230,128 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
             const int kr = 4 * (j * kSplit + part) + e;
             if (col_ok && kr < p.K) st[state_offset(p, kr, vc)] = S[j][e];
         }
+}
+
+// The decode step: one block per (sequence, value head), for [K][V] states
+// with K = KT and V <= 128, V % 4 == 0. Each of the 4 warps holds the rows
+// of one `part` of the general kernel (rows 4 (4j + part) + e) and each lane
+// 4 columns, so every state row moves as one 512-byte access per warp; the
+// sums run in the general kernel's order (per part two chains, then
+// (P0 + P1) + (P2 + P3)), so the bits are the general kernel's.
+template <int KT>
+__global__ void __launch_bounds__(128) decode_kernel(const Params p) {
+    constexpr int J = KT / 16;
+    __shared__ __align__(16) float q_s[KT];
+    __shared__ __align__(16) float k_s[KT];
+    __shared__ float red_s[2][kSplit][128];  // S·k̂ and S·q̂ partials per part and column
+    __shared__ float v_s[128], d_s[128], o_s[128];
+    __shared__ float decay_s, beta_s, kq_s;
+
+    const int tid = threadIdx.x, lane = tid & 31, part = tid >> 5;
+    const int32_t n = blockIdx.x, h = blockIdx.y;
+    const int32_t slot = seq_slot(p, n);
+    if (slot < 0) return;  // padding: read nothing, write nothing
+    const int64_t bos = seq_begin(p, n);
+    const int64_t len = seq_end(p, n) - bos;
+    const int32_t kh = key_head_of(p, h);
+    float* st = head_state(p, slot, h);
+    const int c0 = 4 * lane;
+    const bool col_ok = c0 < p.V;
+
+    float S[J][4][4];  // [j][e][column]: row 4 (4 j + part) + e, column c0 + c
+    const bool load = !seq_from_zero(p, n) && col_ok;
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int row = 4 * (j * kSplit + part) + e;
+            const float4 x = load ? *reinterpret_cast<const float4*>(st + int64_t(row) * p.V + c0)
+                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            S[j][e][0] = x.x, S[j][e][1] = x.y, S[j][e][2] = x.z, S[j][e][3] = x.w;
+        }
+
+    for (int64_t t = 0; t < len; ++t) {
+        const int64_t tok = bos + t;
+        __syncthreads();  // the previous token's readers are done
+        for (int r = tid; r < KT; r += 128) {
+            q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
+            k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
+        }
+        for (int c = tid; c < p.V; c += 128)
+            v_s[c] = load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c);
+        if (tid == 0) {
+            decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
+            beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
+        }
+        __syncthreads();
+        if (part == 0) {
+            const float kq = normalise_row(p, q_s, k_s, KT, lane);
+            if (lane == 0) kq_s = kq;
+        }
+        __syncthreads();
+
+        float kv0[4] = {}, kv1[4] = {}, sq0[4] = {}, sq1[4] = {};
+        float4 kr[J];
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            kr[j] = reinterpret_cast<const float4*>(k_s)[j * kSplit + part];
+            const float4 qr = reinterpret_cast<const float4*>(q_s)[j * kSplit + part];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                kv0[c] = fmaf(S[j][0][c], kr[j].x, kv0[c]);
+                kv1[c] = fmaf(S[j][1][c], kr[j].y, kv1[c]);
+                kv0[c] = fmaf(S[j][2][c], kr[j].z, kv0[c]);
+                kv1[c] = fmaf(S[j][3][c], kr[j].w, kv1[c]);
+                sq0[c] = fmaf(S[j][0][c], qr.x, sq0[c]);
+                sq1[c] = fmaf(S[j][1][c], qr.y, sq1[c]);
+                sq0[c] = fmaf(S[j][2][c], qr.z, sq0[c]);
+                sq1[c] = fmaf(S[j][3][c], qr.w, sq1[c]);
+            }
+        }
+        if (col_ok)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                red_s[0][part][c0 + c] = kv0[c] + kv1[c];
+                red_s[1][part][c0 + c] = sq0[c] + sq1[c];
+            }
+        __syncthreads();
+        for (int col = tid; col < p.V; col += 128) {
+            const float kv = (red_s[0][0][col] + red_s[0][1][col]) + (red_s[0][2][col] + red_s[0][3][col]);
+            const float sq = (red_s[1][0][col] + red_s[1][1][col]) + (red_s[1][2][col] + red_s[1][3][col]);
+            const float d = beta_s * fmaf(-decay_s, kv, v_s[col]);
+            const float o = fmaf(decay_s, sq, kq_s * d);
+            d_s[col] = d;
+            o_s[col] = o;
+            if (!(p.flags & GDN_FLAG_OUTPUT_NORM))
+                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + col, o);
+        }
+        __syncthreads();
+        if ((p.flags & GDN_FLAG_OUTPUT_NORM) && part == 0) norm_out_row(p, o_s, tok, h, lane);
+        if (col_ok) {
+            const float decay = decay_s;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const float d = d_s[c0 + c];
+#pragma unroll
+                for (int j = 0; j < J; ++j) {
+                    S[j][0][c] = fmaf(kr[j].x, d, decay * S[j][0][c]);
+                    S[j][1][c] = fmaf(kr[j].y, d, decay * S[j][1][c]);
+                    S[j][2][c] = fmaf(kr[j].z, d, decay * S[j][2][c]);
+                    S[j][3][c] = fmaf(kr[j].w, d, decay * S[j][3][c]);
+                }
+            }
+        }
+    }
+
+    if (col_ok)
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = 4 * (j * kSplit + part) + e;
+                *reinterpret_cast<float4*>(st + int64_t(row) * p.V + c0) =
+                    make_float4(S[j][e][0], S[j][e][1], S[j][e][2], S[j][e][3]);
+            }
 }
 
 template <int KT, int BV, int TT>
@@ -243,6 +378,17 @@ cudaError_t launch_bv(const Params& p, int block_cols, int tile_tokens, cudaStre
 }
 
 }  // namespace
+
+cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
+    const dim3 grid(unsigned(p.num_seqs), unsigned(p.Hv));
+    if (p.K == 64)
+        decode_kernel<64><<<grid, 128, 0, stream>>>(p);
+    else if (p.K == 128)
+        decode_kernel<128><<<grid, 128, 0, stream>>>(p);
+    else
+        return cudaErrorInvalidValue;
+    return cudaGetLastError();
+}
 
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
                               cudaStream_t stream) {

@@ -1,0 +1,486 @@
+// The chunked path's scan: the walk over a window's chunks that carries the
+// state (DESIGN.md §1), with T, P, γ, β from the prep:
+//     U   = β ⊙ (v − e^{γ} ⊙ S0ᵀk̂)
+//     D   = T · U
+//     o_t = e^{γ_t} S0ᵀq̂_t + Σ_{i<=t} P[t][i] D_i
+//     S_C = e^{γ_{L−1}} S0 + Σ_i e^{γ_{L−1}−γ_i} k̂_i D_iᵀ
+// One block per (key head, NCOL value columns of that key head's value
+// heads), 8·NCOL threads. S0ᵀk̂ and S0ᵀq̂ of all its columns are one product
+// (the k̂, q̂ rows are the key head's), split over two halves of K so twice
+// as many warps hide the shared-memory latency; each thread holds a 4x4 tile
+// of it, each warp 8 row groups x 4 column groups (two 128-byte wavefronts
+// per step). The state lives in shared memory between chunks and in
+// registers (a (K/32) x 4 tile per thread) while it is updated. While a chunk
+// computes, the next chunk's q, k, v are loaded into registers (any stride;
+// the input's element size is a template parameter, so no load branches)
+// and its T, P, γ, β, q/k factors are copied by cp.async; q̂ = qf·q and
+// k̂ = kf·k are applied to the small products, not to the rows.
+//
+// A window's chunks are walked in token order, across sequences: the state
+// is written to a sequence's slot after its last chunk of the window (the
+// next window reads it back) and the next sequence's is read.
+#pragma once
+
+#include "common/dispatch.hpp"
+#include "cuda/device_common.cuh"
+
+namespace gdn::cuda {
+namespace scan {
+
+constexpr int kChunk = policy::kCudaChunk;
+constexpr int kLdKQ = 68;  // kqT row: 32 k tokens, 32 q tokens, 4 floats of padding
+constexpr int kPrep = int(policy::kCudaScanPrepFloats);
+// Offsets inside one prep buffer.
+constexpr int kPrepT = 0;       // [2 heads][32][32]
+constexpr int kPrepP = 2048;    // [2 heads][32][32]
+constexpr int kPrepGB = 4096;   // [2 heads][32][2] γ, β
+constexpr int kPrepQKF = 4224;  // [32][2] qf, kf
+static_assert(kPrepQKF + 64 == kPrep, "prep buffer layout");
+
+// Raw input elements of IN_BYTES bytes.
+template <int IN_BYTES>
+struct Raw;
+template <>
+struct Raw<4> {
+    using type = unsigned int;
+    __device__ static float to_float(uint32_t b, bool) { return __uint_as_float(b); }
+};
+template <>
+struct Raw<2> {
+    using type = unsigned short;
+    __device__ static float to_float(uint32_t b, bool bf16) {
+        const float as_bf16 = __uint_as_float(b << 16);
+        const float as_f16 = __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+        return bf16 ? as_bf16 : as_f16;
+    }
+};
+
+struct Chunk {
+    int32_t n;   // sequence; -1: none
+    int64_t cs;  // first token
+    int L;       // tokens (1..32)
+};
+
+// The first chunk of sequences n, n+1, ... that starts in [win0, win1).
+__device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, int64_t win0,
+                                                  int64_t win1) {
+    for (; n < p.num_seqs; ++n) {
+        const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
+        if (bos >= win1) break;
+        if (eos <= bos || seq_slot(p, n) < 0) continue;
+        const int64_t from = win0 > bos ? win0 : bos;
+        const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
+        if (cs >= eos || cs >= win1) continue;
+        return {n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
+    }
+    return {-1, 0, 0};
+}
+
+__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t win0,
+                                            int64_t win1) {
+    const int64_t cs = c.cs + kChunk, eos = seq_end(p, c.n);
+    if (cs < eos && cs < win1) return {c.n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
+    return first_chunk_from(p, c.n + 1, win0, win1);
+}
+
+__device__ __forceinline__ void fma4(float (&acc)[4], float a, const float4& b) {
+    acc[0] = fmaf(a, b.x, acc[0]);
+    acc[1] = fmaf(a, b.y, acc[1]);
+    acc[2] = fmaf(a, b.z, acc[2]);
+    acc[3] = fmaf(a, b.w, acc[3]);
+}
+__device__ __forceinline__ float4 add4(const float4& a, const float4& b) {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+template <int K, int NCOL, int IN_BYTES>
+__global__ void __launch_bounds__(8 * NCOL, 1)
+    chunk_scan_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
+                      int zero_empty_sequences) {
+    using In = typename Raw<IN_BYTES>::type;
+    constexpr int NT = 8 * NCOL;
+    constexpr int CG = NCOL / 4;      // column groups of 4
+    constexpr int NW = NT / 32;
+    constexpr int KH = K / 2;         // rows of K per half of the first product
+    constexpr int RPT = K / 32;       // state rows per thread in the update
+    constexpr int RB_PER = (K / 8 + NW - 1) / NW;  // r-blocks of 8 rows per warp (prefetch)
+    constexpr int V_PER = 32 * NCOL / NT;
+    static_assert(NCOL % 16 == 0 && K % 32 == 0, "tile shapes");
+    static_assert(NW == (CG / 4) * 2 * 2, "warps = column blocks x row blocks x K halves");
+
+    extern __shared__ __align__(16) float smem[];
+    float* kqT = smem;                      // [2][K][kLdKQ] k (cols 0..31), q (32..63), raw, transposed
+    float* v_s = kqT + 2 * K * kLdKQ;       // [2][32][NCOL]
+    float* prep = v_s + 2 * 32 * NCOL;      // [2][kPrep]
+    float* S_s = prep + 2 * kPrep;          // [K][NCOL] S0
+    float* WQ = S_s + K * NCOL;             // [2 halves][64][NCOL] S0ᵀk rows (then U), S0ᵀq rows
+    float* D_s = WQ + 2 * 64 * NCOL;        // [32][NCOL] D
+    float* D2_s = D_s + 32 * NCOL;          // [32][NCOL] e^{γ_last−γ_i} kf_i D_i
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // Warp w: column block w % (CG/4), row block (w / (CG/4)) % 2, K half w / (CG/2);
+    // lane: row group lane % 8, column group lane / 8 of those blocks.
+    const int cg = (warp % (CG / 4)) * 4 + (lane >> 3);
+    const int rg = ((warp / (CG / 4)) % 2) * 8 + (lane & 7);  // 0..15
+    const int half = warp / (CG / 2);                        // 0..1
+    const int t_own = rg + 16 * half;  // this thread's token row in the small products (0..31)
+    const int32_t kh = blockIdx.y;
+    const bool bf16 = p.in_dt == GDN_DTYPE_BF16;
+    // Columns are numbered across the key head's value heads (G·V of them).
+    const int32_t gc0 = int32_t(blockIdx.x) * NCOL;
+    const int32_t gi0 = gc0 / p.V;
+    const int nheads = (gc0 + NCOL - 1) / p.V - gi0 + 1;  // 1 or 2 (NCOL <= V)
+    const int32_t my_gc = gc0 + 4 * cg;
+    const int lh = my_gc / p.V - gi0;  // this thread's head within the block
+    const int32_t vcol = my_gc % p.V;  // first of its 4 columns
+    const int32_t h = value_head_of(p, kh, gi0 + lh);
+
+    // The v element this thread prefetches: column tid % NCOL, rows tid / NCOL + 8i.
+    const int v_c = tid % NCOL;
+    const int32_t v_gc = gc0 + v_c;
+    const int64_t v_col_off = int64_t(value_head_of(p, kh, v_gc / p.V)) * p.v_head + v_gc % p.V;
+    const In* q_in = static_cast<const In*>(p.q);
+    const In* k_in = static_cast<const In*>(p.k);
+    const In* v_in = static_cast<const In*>(p.v);
+
+    uint32_t q_r[RB_PER * 8], k_r[RB_PER * 8], v_r[V_PER];
+
+    // The next chunk's k/q rows: warp w takes blocks of 8 rows of K (r-blocks
+    // w, w + NW, ...), 4 tokens x 8 rows at a time, so its transposed stores
+    // hit 32 banks.
+    auto prefetch = [&](const Chunk& c) {
+#pragma unroll
+        for (int m = 0; m < RB_PER; ++m) {
+            const int rb = warp + m * NW;
+            if (rb >= K / 8) break;
+            const int64_t tok = c.cs + (lane >> 3);
+            const int r = rb * 8 + (lane & 7);
+            const In* qp = q_in + (tok * p.q_tok + kh * p.q_head + r);
+            const In* kp = k_in + (tok * p.k_tok + kh * p.k_head + r);
+            const int64_t qs = 4 * p.q_tok, ks = 4 * p.k_tok;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const bool ok = 4 * i + (lane >> 3) < c.L;
+                q_r[m * 8 + i] = ok ? uint32_t(__ldg(qp + i * qs)) : 0u;
+                k_r[m * 8 + i] = ok ? uint32_t(__ldg(kp + i * ks)) : 0u;
+            }
+        }
+        const In* vp = v_in + ((c.cs + tid / NCOL) * p.v_tok + v_col_off);
+        const int64_t vs = int64_t(NT / NCOL) * p.v_tok;
+#pragma unroll
+        for (int i = 0; i < V_PER; ++i) {
+            const int t = tid / NCOL + (NT / NCOL) * i;
+            v_r[i] = t < c.L ? uint32_t(__ldg(vp + i * vs)) : 0u;
+        }
+    };
+    auto stage = [&](int buf) {
+        float* kq = kqT + buf * K * kLdKQ;
+#pragma unroll
+        for (int m = 0; m < RB_PER; ++m) {
+            const int rb = warp + m * NW;
+            if (rb >= K / 8) break;
+            float* row = kq + (rb * 8 + (lane & 7)) * kLdKQ + (lane >> 3);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                row[4 * i] = Raw<IN_BYTES>::to_float(k_r[m * 8 + i], bf16);
+                row[32 + 4 * i] = Raw<IN_BYTES>::to_float(q_r[m * 8 + i], bf16);
+            }
+        }
+        float* vb = v_s + buf * 32 * NCOL;
+#pragma unroll
+        for (int i = 0; i < V_PER; ++i)
+            vb[(tid / NCOL + (NT / NCOL) * i) * NCOL + v_c] = Raw<IN_BYTES>::to_float(v_r[i], bf16);
+    };
+    // T, P, γ, β, qf, kf rows of chunk c (zeros past its end) -> prep buffer.
+    auto prep_async = [&](const Chunk& c, int buf) {
+        float* pb = prep + buf * kPrep;
+        const int64_t row0 = c.cs - win0;
+        for (int e = tid; e < nheads * 32 * 16; e += NT) {
+            const int l = e / 512, t = (e / 16) % 32, piece = e % 16;
+            const int32_t hh = value_head_of(p, kh, gi0 + l);
+            const float* src = w.TP + (int64_t(hh) * w.rows + row0 + t) * 64 + piece * 4;
+            float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 1024 + t * 32 + (piece & 7) * 4;
+            cp_async16(dst, t < c.L ? src : w.TP, t < c.L ? 16 : 0);
+        }
+        for (int e = tid; e < nheads * 32; e += NT) {
+            const int l = e / 32, t = e % 32;
+            const int32_t hh = value_head_of(p, kh, gi0 + l);
+            const float* src = w.gb + (int64_t(hh) * w.rows + row0 + t) * 2;
+            cp_async8(pb + kPrepGB + l * 64 + t * 2, t < c.L ? src : w.gb, t < c.L ? 8 : 0);
+        }
+        for (int t = tid; t < 32; t += NT) {
+            const float* src = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
+            cp_async8(pb + kPrepQKF + t * 2, t < c.L ? src : w.qkf, t < c.L ? 8 : 0);
+        }
+        cp_async_commit();
+    };
+    // The state moves between S_s and the pool slot cooperatively (coalesced
+    // for [K][V] slots), once per sequence and window. Column c of the block
+    // is value column (gc0 + c) % V of the group's value head (gc0 + c) / V.
+    auto load_state = [&](const Chunk& c) {
+        // A sequence's first chunk may start from zero; later windows read
+        // back what the previous one wrote.
+        const bool zero = seq_from_zero(p, c.n) && c.cs == seq_begin(p, c.n);
+        const int32_t slot = seq_slot(p, c.n);
+        for (int e = tid; e < K * NCOL; e += NT) {
+            const int r = e / NCOL, col = e % NCOL;
+            const int32_t gc = gc0 + col;
+            const float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
+            S_s[e] = zero ? 0.0f : st[state_offset(p, r, gc % p.V)];
+        }
+    };
+    auto store_state = [&](int32_t n) {
+        const int32_t slot = seq_slot(p, n);
+        for (int e = tid; e < K * NCOL; e += NT) {
+            const int r = e / NCOL, col = e % NCOL;
+            const int32_t gc = gc0 + col;
+            float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
+            st[state_offset(p, r, gc % p.V)] = S_s[e];
+        }
+    };
+
+    // Sequences without tokens that start from zero still get a zero state
+    // (the sequential path writes one too); window 0 takes care of them.
+    if (zero_empty_sequences && p.start_from_zero) {
+        for (int e = tid; e < K * NCOL; e += NT) S_s[e] = 0.0f;
+        __syncthreads();
+        for (int32_t n = 0; n < p.num_seqs; ++n)
+            if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
+                store_state(n);
+        __syncthreads();
+    }
+
+    Chunk cur = first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
+    if (cur.n < 0) return;
+    load_state(cur);
+    prefetch(cur);
+    prep_async(cur, 0);
+    stage(0);
+    cp_async_wait_all();
+    __syncthreads();
+
+#pragma unroll 1
+    for (int b = 0;; b ^= 1) {
+        const Chunk nxt = next_chunk(p, cur, win0, win1);
+        if (nxt.n >= 0) {
+            prefetch(nxt);
+            prep_async(nxt, b ^ 1);
+        }
+        const float* kq = kqT + b * K * kLdKQ;
+        const float* vb = v_s + b * 32 * NCOL;
+        const float* pb = prep + b * kPrep;
+        const float* T_ = pb + kPrepT + lh * 1024;
+        const float* P_ = pb + kPrepP + lh * 1024;
+        const float* gb = pb + kPrepGB + lh * 64;
+        const float* qkf = pb + kPrepQKF;
+        const int L = cur.L;
+
+        // [S0ᵀk ; S0ᵀq] over this half of K: 4 rows (tokens) x 4 columns per thread.
+        {
+            float acc[4][4] = {};
+            const float* a_p = kq + half * KH * kLdKQ + 4 * rg;
+            const float* s_p = S_s + half * KH * NCOL + 4 * cg;
+#pragma unroll 4
+            for (int r = 0; r < KH; ++r) {
+                const float4 a = *reinterpret_cast<const float4*>(a_p + r * kLdKQ);
+                const float4 s = *reinterpret_cast<const float4*>(s_p + r * NCOL);
+                fma4(acc[0], a.x, s);
+                fma4(acc[1], a.y, s);
+                fma4(acc[2], a.z, s);
+                fma4(acc[3], a.w, s);
+            }
+            float* out = WQ + half * 64 * NCOL + 4 * rg * NCOL + 4 * cg;
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                *reinterpret_cast<float4*>(out + i * NCOL) =
+                    make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+        }
+        // The next chunk's rows, loaded during the product, go to buffer b^1
+        // (last read by the previous chunk): the registers are free again.
+        if (nxt.n >= 0) stage(b ^ 1);
+        __syncthreads();
+
+        // U = β (v − e^γ kf S0ᵀk) for row t_own, in place of half 0's S0ᵀk.
+        {
+            const int t = t_own;
+            const float eg = expf(gb[2 * t]) * qkf[2 * t + 1];
+            const float beta = gb[2 * t + 1];
+            float4* wr = reinterpret_cast<float4*>(WQ + t * NCOL + 4 * cg);
+            const float4 x = add4(*wr, *reinterpret_cast<const float4*>(WQ + (64 + t) * NCOL + 4 * cg));
+            const float4 v = *reinterpret_cast<const float4*>(vb + t * NCOL + 4 * cg);
+            *wr = make_float4(beta * (v.x - eg * x.x), beta * (v.y - eg * x.y),
+                              beta * (v.z - eg * x.z), beta * (v.w - eg * x.w));
+        }
+        __syncthreads();
+
+        // D = T U, and D2 = e^{γ_last−γ_t} kf_t D (zero past the chunk's end).
+        const float gamma_last = gb[2 * (L - 1)];
+        {
+            const int t = t_own;
+            float acc[4] = {};
+#pragma unroll
+            for (int i4 = 0; i4 < 8; ++i4) {
+                const float4 ta = *reinterpret_cast<const float4*>(T_ + t * 32 + 4 * i4);
+                fma4(acc, ta.x, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 0) * NCOL + 4 * cg));
+                fma4(acc, ta.y, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 1) * NCOL + 4 * cg));
+                fma4(acc, ta.z, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 2) * NCOL + 4 * cg));
+                fma4(acc, ta.w, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 3) * NCOL + 4 * cg));
+            }
+            const float f = t < L ? expf(gamma_last - gb[2 * t]) * qkf[2 * t + 1] : 0.0f;
+            *reinterpret_cast<float4*>(D_s + t * NCOL + 4 * cg) =
+                make_float4(acc[0], acc[1], acc[2], acc[3]);
+            *reinterpret_cast<float4*>(D2_s + t * NCOL + 4 * cg) =
+                make_float4(f * acc[0], f * acc[1], f * acc[2], f * acc[3]);
+        }
+        __syncthreads();
+
+        // o_t = e^{γ_t} qf_t S0ᵀq_t + Σ_i P[t][i] D_i
+        {
+            const int t = t_own;
+            float acc[4] = {};
+#pragma unroll
+            for (int i4 = 0; i4 < 8; ++i4) {
+                const float4 pa = *reinterpret_cast<const float4*>(P_ + t * 32 + 4 * i4);
+                fma4(acc, pa.x, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 0) * NCOL + 4 * cg));
+                fma4(acc, pa.y, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 1) * NCOL + 4 * cg));
+                fma4(acc, pa.z, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 2) * NCOL + 4 * cg));
+                fma4(acc, pa.w, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 3) * NCOL + 4 * cg));
+            }
+            if (t < L) {
+                const float f = expf(gb[2 * t]) * qkf[2 * t];
+                const float4 sq =
+                    add4(*reinterpret_cast<const float4*>(WQ + (32 + t) * NCOL + 4 * cg),
+                         *reinterpret_cast<const float4*>(WQ + (64 + 32 + t) * NCOL + 4 * cg));
+                const float o[4] = {fmaf(f, sq.x, acc[0]), fmaf(f, sq.y, acc[1]),
+                                    fmaf(f, sq.z, acc[2]), fmaf(f, sq.w, acc[3])};
+                const int64_t tok = cur.cs + t;
+                if (p.flags & GDN_FLAG_OUTPUT_NORM) {
+                    float* dst = w.O + ((tok - win0) * p.Hv + h) * p.V + vcol;
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) dst[j] = o[j];
+                } else {
+                    const int64_t off = tok * p.o_tok + int64_t(h) * p.o_head + vcol;
+                    if (p.out_dt == GDN_DTYPE_F32) {
+                        float* dst = static_cast<float*>(p.out) + off;
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) dst[j] = o[j];
+                    } else if (p.out_dt == GDN_DTYPE_BF16) {
+                        __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.out) + off;
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) dst[j] = __float2bfloat16_rn(o[j]);
+                    } else {
+                        __half* dst = static_cast<__half*>(p.out) + off;
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) dst[j] = __float2half_rn(o[j]);
+                    }
+                }
+            }
+        }
+
+        // S = e^{γ_last} S + Σ_t k_t D2_t (k raw: kf is in D2), rows
+        // t_own + 32 i of the state, in registers. S_s was last read by the
+        // first product, three barriers ago.
+        {
+            const float decay = expf(gamma_last);
+            float S[RPT][4];
+#pragma unroll
+            for (int i = 0; i < RPT; ++i) {
+                const float4 x =
+                    *reinterpret_cast<const float4*>(S_s + (t_own + 32 * i) * NCOL + 4 * cg);
+                S[i][0] = decay * x.x;
+                S[i][1] = decay * x.y;
+                S[i][2] = decay * x.z;
+                S[i][3] = decay * x.w;
+            }
+#pragma unroll 2
+            for (int t4 = 0; t4 < 8; ++t4) {
+                float4 d[4];
+#pragma unroll
+                for (int tt = 0; tt < 4; ++tt)
+                    d[tt] = *reinterpret_cast<const float4*>(D2_s + (4 * t4 + tt) * NCOL + 4 * cg);
+#pragma unroll
+                for (int i = 0; i < RPT; ++i) {
+                    const float4 kr =
+                        *reinterpret_cast<const float4*>(kq + (t_own + 32 * i) * kLdKQ + 4 * t4);
+                    fma4(S[i], kr.x, d[0]);
+                    fma4(S[i], kr.y, d[1]);
+                    fma4(S[i], kr.z, d[2]);
+                    fma4(S[i], kr.w, d[3]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RPT; ++i)
+                *reinterpret_cast<float4*>(S_s + (t_own + 32 * i) * NCOL + 4 * cg) =
+                    make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
+        }
+
+        if (nxt.n != cur.n) {  // the sequence's last chunk in this window
+            __syncthreads();
+            store_state(cur.n);
+            if (nxt.n >= 0) {
+                __syncthreads();
+                load_state(nxt);
+            }
+        }
+        if (nxt.n < 0) break;
+        cp_async_wait_all();
+        __syncthreads();
+        cur = nxt;
+    }
+}
+
+template <int K, int NCOL, int IN_BYTES>
+cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+                   bool zero_empty, cudaStream_t stream) {
+    const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
+    chunk_scan_kernel<K, NCOL, IN_BYTES>
+        <<<grid, 8 * NCOL, policy::cuda_scan_smem_bytes(K, NCOL), stream>>>(p, w, win0, win1,
+                                                                           zero_empty ? 1 : 0);
+    return cudaGetLastError();
+}
+
+// Every (K, NCOL) of one input element size.
+template <int IN_BYTES>
+cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+                      int ncol, bool zero_empty, cudaStream_t stream) {
+#define GDN_SCAN_CASE(KK, NC)                                                               \
+    if (p.K == KK && ncol == NC) return launch<KK, NC, IN_BYTES>(p, w, win0, win1, zero_empty, stream);
+    GDN_SCAN_CASE(64, 32)
+    GDN_SCAN_CASE(64, 48)
+    GDN_SCAN_CASE(64, 64)
+    GDN_SCAN_CASE(128, 32)
+    GDN_SCAN_CASE(128, 48)
+    GDN_SCAN_CASE(128, 64)
+#undef GDN_SCAN_CASE
+    return cudaErrorInvalidValue;
+}
+
+template <int IN_BYTES>
+cudaError_t set_attributes_in(size_t smem_limit) {
+    const std::pair<const void*, size_t> kernels[] = {
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 32, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 32)},
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 48, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 48)},
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 64, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 64)},
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 32, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 32)},
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 48, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 48)},
+        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 64, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 64)},
+    };
+    for (const auto& [fn, bytes] : kernels) {
+        if (bytes > smem_limit) continue;  // dispatch keeps such shapes off this path
+        const cudaError_t e =
+            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+// Defined (explicitly instantiated) in chunk_scan_in2.cu and chunk_scan_in4.cu.
+extern template cudaError_t launch_in<2>(const Params&, const ChunkScratch&, int64_t, int64_t, int,
+                                         bool, cudaStream_t);
+extern template cudaError_t launch_in<4>(const Params&, const ChunkScratch&, int64_t, int64_t, int,
+                                         bool, cudaStream_t);
+extern template cudaError_t set_attributes_in<2>(size_t);
+extern template cudaError_t set_attributes_in<4>(size_t);
+
+}  // namespace scan
+}  // namespace gdn::cuda
