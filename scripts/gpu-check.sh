@@ -69,7 +69,7 @@ for part in $parts; do
                 --target /tmp/site .whl/*.whl > "$OUT/fla.log" 2>&1
             flag=""
             [ "$part" = fla-quick ] && flag="--quick"
-            PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 step "fla beside gdn" 150 "$OUT/fla.log" \
+            PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 step "fla beside gdn" 170 "$OUT/fla.log" \
                 python3 scripts/bench_fla.py --lib "$LIB" $flag
         else
             echo "fla: no wheels in .whl/, skipped" >> "$SUMMARY"

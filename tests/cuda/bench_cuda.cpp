@@ -248,7 +248,7 @@ void prompt(int reps) {
                 reps);
     std::printf("| T | inputs | sequential | chunked | seq / chunked | auto takes |\n|---|---|---:|---:|---:|---|\n");
     for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
-        for (int64_t T : {32, 96, 128, 256, 512, 2048, 8192, 32768}) {
+        for (int64_t T : {32, 96, 128, 160, 192, 256, 512, 2048, 8192, 32768}) {
             Bench b(T, 1, dt);
             const double seq = b.device_ms(GDN_ALGO_SEQUENTIAL, T >= 8192 ? 3 : reps);
             const double chk = b.device_ms(GDN_ALGO_CHUNKED, reps);
@@ -326,5 +326,14 @@ int main(int argc, char** argv) {
     if (what == "prompt" || what == "all") prompt(reps);
     if (what == "decode" || what == "all") decode(reps);
     if (what == "host" || what == "all") host();
+    // A few calls of one shape, for a profiler: "profile-chunked" (T = 2048,
+    // bf16) or "profile-decode" (N = 64, bf16).
+    if (what == "profile-chunked" || what == "profile-decode") {
+        const bool chunked = what == "profile-chunked";
+        Bench b(chunked ? 2048 : 64, chunked ? 1 : 64, GDN_DTYPE_BF16);
+        for (size_t i = 0; i < 4; ++i)
+            check_gdn(b.call(chunked ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO, i), "profile run");
+        CK(cudaDeviceSynchronize());
+    }
     return 0;
 }

@@ -183,7 +183,7 @@ TEST_CASE("every API feature matches the CPU backend and FP64 on both CUDA paths
     }
 }
 
-TEST_CASE("auto reports its choice; forced sequential equals the sequential kernel bit for bit",
+TEST_CASE("auto reports its choice, forced sequential equals the sequential kernel bit for bit",
           "[cuda][dispatch]") {
     const gdn_caps_t caps = cuda_caps();
     Spec s;
