@@ -1,7 +1,8 @@
-// The CPU backend: probe, workspace, and run. run() spreads (sequence, value
-// head) tasks over caps.multiprocessor_count threads; each task is computed
-// by one thread from start to end (cpu_kernels.cpp), so the bits do not
-// depend on how many threads there are or which one takes a task.
+// The CPU backend: probe, workspace, and run. run() spreads tasks (one
+// sequence, up to kMaxTaskHeads value heads of one key head) over
+// caps.multiprocessor_count threads; each task is computed by one thread
+// from start to end (cpu_kernels.cpp), so the bits do not depend on how many
+// threads there are or which one takes a task.
 #include <sys/utsname.h>
 
 #include <algorithm>
@@ -116,22 +117,36 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     const Dims dims = dims_of(shape, path);
     const std::vector<WorkerScratch> scratch = carve_all(workspace, caps, dims, path.path);
 
-    const int64_t num_tasks = int64_t(shape.num_seqs) * shape.num_v_heads;
+    // Task i: sequence i / (Hk * parts), key head (i / parts) % Hk, and part
+    // i % parts of that key head's value heads (parts of at most
+    // dims.task_heads heads, as even as they can be).
+    const int32_t G = shape.group;
+    const int32_t parts = (G + dims.task_heads - 1) / dims.task_heads;
+    const int64_t num_tasks = int64_t(shape.num_seqs) * shape.num_k_heads * parts;
     const int64_t equal_len = shape.num_tokens / shape.num_seqs;
-    // Task i is (sequence i / Hv, value head i % Hv).
     auto run_task = [&](int64_t i, const WorkerScratch& w) {
-        const int32_t seq = int32_t(i / shape.num_v_heads);
-        const int32_t h = int32_t(i % shape.num_v_heads);
+        const int32_t seq = int32_t(i / (int64_t(shape.num_k_heads) * parts));
+        const int32_t kh = int32_t((i / parts) % shape.num_k_heads);
+        const int32_t part = int32_t(i % parts);
         const int32_t slot = tensors.state_indices ? tensors.state_indices[seq] : seq;
         if (slot < 0) return;  // padding: read nothing, write nothing
         HeadTask task;
-        task.head = h;
-        task.key_head = key_head_of(shape, h);
+        task.key_head = kh;
         task.bos = tensors.cu_seqlens ? tensors.cu_seqlens[seq] : int64_t(seq) * equal_len;
         task.len = tensors.cu_seqlens ? int64_t(tensors.cu_seqlens[seq + 1]) - task.bos : equal_len;
-        task.state = tensors.state + int64_t(slot) * tensors.state_slot_stride +
-                     int64_t(h) * dims.K * dims.V;
         task.from_zero = tensors.start_from_zero && tensors.start_from_zero[seq] != 0;
+        float* slot_state = tensors.state + int64_t(slot) * tensors.state_slot_stride;
+        const int32_t first = int32_t(int64_t(part) * G / parts);
+        const int32_t last = int32_t(int64_t(part + 1) * G / parts);
+        task.num_heads = last - first;
+        for (int32_t j = 0; j < task.num_heads; ++j) {
+            // The (first + j)-th value head served by key head kh.
+            const int32_t h = shape.head_mapping == GDN_HEADS_GROUPED
+                                  ? kh * G + first + j
+                                  : kh + (first + j) * shape.num_k_heads;
+            task.heads[j] = h;
+            task.states[j] = slot_state + int64_t(h) * dims.K * dims.V;
+        }
         run_head_task(shape, tensors, path, dims, task, w);
     };
 

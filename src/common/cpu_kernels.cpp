@@ -1,4 +1,4 @@
-// The CPU paths of one (sequence, value head) task. See cpu_kernels.hpp for
+// The CPU paths of one task (value heads of one key head, one sequence). See cpu_kernels.hpp for
 // the feature formulas and DESIGN.md §1 for the math; each step below is
 // commented with the line of §1 it computes.
 #include "cpu_kernels.hpp"
@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "dispatch.hpp"
 #include "numeric.hpp"
@@ -164,31 +165,38 @@ GDN_CPU_INLINE void prefetch_bytes(const void* p, size_t bytes, bool for_write) 
     }
 }
 
-// Prefetches every row tokens [first, first + count) of a task read or write.
+// Prefetches the q and k rows of key head kh, tokens [first, first + count).
 // (Inlined: as a function of its own GCC finds it free of side effects and
 // drops the call.)
-GDN_CPU_INLINE void prefetch_tokens(const Shape& s, const Tensors& x, const HeadTask& task, int64_t first,
-                     int64_t count) {
-    const size_t in = dtype_size(s.input_dtype), gate = dtype_size(s.gate_dtype);
-    const size_t qk_row = size_t(s.head_dim_k) * in, v_row = size_t(s.head_dim_v) * in;
-    const size_t out_row = size_t(s.head_dim_v) * dtype_size(s.output_dtype);
+GDN_CPU_INLINE void prefetch_qk(const Shape& s, const Tensors& x, int32_t kh, int64_t first,
+                                int64_t count) {
+    const size_t in = dtype_size(s.input_dtype), row = size_t(s.head_dim_k) * in;
     const char* q = static_cast<const char*>(x.q);
     const char* k = static_cast<const char*>(x.k);
+    for (int64_t t = first; t < first + count; ++t) {
+        prefetch_bytes(q + size_t(t * x.q_stride.token + kh * x.q_stride.head) * in, row, false);
+        prefetch_bytes(k + size_t(t * x.k_stride.token + kh * x.k_stride.head) * in, row, false);
+    }
+}
+
+// Prefetches what value head h reads (v, g, β, z) and writes (out) for
+// tokens [first, first + count).
+GDN_CPU_INLINE void prefetch_head(const Shape& s, const Tensors& x, int32_t h, int64_t first,
+                                  int64_t count) {
+    const size_t in = dtype_size(s.input_dtype), gate = dtype_size(s.gate_dtype);
+    const size_t outs = dtype_size(s.output_dtype);
+    const size_t v_row = size_t(s.head_dim_v) * in, out_row = size_t(s.head_dim_v) * outs;
     const char* v = static_cast<const char*>(x.v);
     const char* z = static_cast<const char*>(x.z);
     const char* g = static_cast<const char*>(x.g);
     const char* beta = static_cast<const char*>(x.beta);
     const char* out = static_cast<const char*>(x.out);
-    const int64_t kh = task.key_head, h = task.head;
     for (int64_t t = first; t < first + count; ++t) {
-        prefetch_bytes(q + size_t(t * x.q_stride.token + kh * x.q_stride.head) * in, qk_row, false);
-        prefetch_bytes(k + size_t(t * x.k_stride.token + kh * x.k_stride.head) * in, qk_row, false);
         prefetch_bytes(v + size_t(t * x.v_stride.token + h * x.v_stride.head) * in, v_row, false);
         prefetch_bytes(g + size_t(t * x.g_stride.token + h * x.g_stride.head) * gate, 1, false);
         prefetch_bytes(beta + size_t(t * x.beta_stride.token + h * x.beta_stride.head) * gate, 1,
                        false);
-        prefetch_bytes(out + size_t(t * x.out_stride.token + h * x.out_stride.head) *
-                                 dtype_size(s.output_dtype),
+        prefetch_bytes(out + size_t(t * x.out_stride.token + h * x.out_stride.head) * outs,
                        out_row, true);
         if (z) prefetch_bytes(z + size_t(t * x.z_stride.token + h * x.z_stride.head) * in, v_row, false);
     }
@@ -196,17 +204,16 @@ GDN_CPU_INLINE void prefetch_tokens(const Shape& s, const Tensors& x, const Head
 
 // ----------------------------------------------------------------- state
 
-// S (padded [Kp][Vp], [K][V] orientation) from the slot, or zero.
-void load_state(const Shape& s, const Dims& d, const HeadTask& task, float* S) {
+// S (padded [Kp][Vp], [K][V] orientation) from a head's state in its slot,
+// or zero.
+void load_state(const Shape& s, const Dims& d, const float* src, bool from_zero, float* S) {
     std::fill(S, S + size_t(d.Kp) * size_t(d.Vp), 0.0f);
-    if (task.from_zero) return;
-    const float* src = task.state;
+    if (from_zero) return;
     for (int32_t k = 0; k < d.K; ++k)
         for (int32_t v = 0; v < d.V; ++v) S[size_t(k) * d.Vp + v] = src[state_index(s, k, v)];
 }
 
-void store_state(const Shape& s, const Dims& d, const HeadTask& task, const float* S) {
-    float* dst = task.state;
+void store_state(const Shape& s, const Dims& d, const float* S, float* dst) {
     for (int32_t k = 0; k < d.K; ++k)
         for (int32_t v = 0; v < d.V; ++v) dst[state_index(s, k, v)] = S[size_t(k) * d.Vp + v];
 }
@@ -218,24 +225,29 @@ void store_state(const Shape& s, const Dims& d, const HeadTask& task, const floa
 //     S_t = e^{g_t} S_{t−1} + k_t d_tᵀ
 //     o_t = S_tᵀ q̂_t
 // Inner loops run over V (contiguous in S), each sum in a fixed order.
-void run_sequential(const Shape& s, const Tensors& x, const Dims& d, const HeadTask& task,
-                    const WorkerScratch& w) {
+void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const HeadTask& task,
+                         int32_t head_index, const WorkerScratch& w) {
     const int32_t K = d.K, Vp = d.Vp;
-    float* __restrict S = w.S;
+    const int32_t h = task.heads[head_index], kh = task.key_head;
+    float* __restrict S = w.S[0];
     float* __restrict q = w.q;
     float* __restrict k = w.k;
     float* __restrict v = w.v;
     float* __restrict o = w.o;
     float* __restrict u = w.w;
     std::fill(v, v + Vp, 0.0f);
-    load_state(s, d, task, S);
-    for (int64_t t = task.bos; t < task.bos + task.len; ++t) {
+    load_state(s, d, task.states[head_index], task.from_zero, S);
+    const int64_t end = task.bos + task.len;
+    for (int64_t t = task.bos; t < end; ++t) {
         // Token t + 2's rows arrive while t and t + 1 compute.
-        if (t + 2 < task.bos + task.len) prefetch_tokens(s, x, task, t + 2, 1);
-        load_qk(s, x, t, task.key_head, q, k);
-        load_row(x.v, s.input_dtype, t * x.v_stride.token + task.head * x.v_stride.head, d.V, v);
-        const float decay = std::exp(load_gate(s, x, t, task.head));
-        const float beta = load_beta(s, x, t, task.head);
+        if (t + 2 < end) {
+            prefetch_qk(s, x, kh, t + 2, 1);
+            prefetch_head(s, x, h, t + 2, 1);
+        }
+        load_qk(s, x, t, kh, q, k);
+        load_row(x.v, s.input_dtype, t * x.v_stride.token + h * x.v_stride.head, d.V, v);
+        const float decay = std::exp(load_gate(s, x, t, h));
+        const float beta = load_beta(s, x, t, h);
         // u = S_{t−1}ᵀ k
         for (int32_t j = 0; j < Vp; ++j) u[j] = 0.0f;
         for (int32_t i = 0; i < K; ++i) {
@@ -256,9 +268,15 @@ void run_sequential(const Shape& s, const Tensors& x, const Dims& d, const HeadT
                 o[j] += s_ij * q_i;
             }
         }
-        store_out_row(s, x, t, task.head, o, w.z);
+        store_out_row(s, x, t, h, o, w.z);
     }
-    store_state(s, d, task, S);
+    store_state(s, d, S, task.states[head_index]);
+}
+
+// The sequential path walks the task's heads one after another.
+void run_sequential(const Shape& s, const Tensors& x, const Dims& d, const HeadTask& task,
+                    const WorkerScratch& w) {
+    for (int32_t i = 0; i < task.num_heads; ++i) run_sequential_head(s, x, d, task, i, w);
 }
 
 // -------------------------------------------------------------- products
@@ -267,25 +285,19 @@ void run_sequential(const Shape& s, const Tensors& x, const Dims& d, const HeadT
 // (GCC, clang): an MR x (NV vectors) tile of FP32 accumulators stays in
 // registers while p runs over the shared dimension. Tile shapes per
 // instruction set (see Isa* below).
+// `unaligned` is the same vector for loads and stores at any float address.
 template <int Lanes>
 struct VecOf;
 template <>
 struct VecOf<4> {
     typedef float type __attribute__((vector_size(16)));
+    typedef float unaligned __attribute__((vector_size(16), aligned(4), may_alias));
 };
 template <>
 struct VecOf<8> {
     typedef float type __attribute__((vector_size(32)));
+    typedef float unaligned __attribute__((vector_size(32), aligned(4), may_alias));
 };
-
-template <class Vec>
-GDN_CPU_INLINE void load_vec(Vec& v, const float* p) {
-    std::memcpy(&v, p, sizeof v);
-}
-template <class Vec>
-GDN_CPU_INLINE void store_vec(float* p, const Vec& v) {
-    std::memcpy(p, &v, sizeof v);
-}
 
 // out[m][n] = init + Σ_p a[m][p] · b[p][n] for one tile, p = 0..P−1 in
 // order; init = row_scale[m] · out[m][n], or 0 when row_scale is null. The
@@ -295,26 +307,28 @@ GDN_CPU_INLINE void product_tile(int32_t P, const float* __restrict a, int64_t l
                                  const float* __restrict b, int64_t ldb, float* out, int64_t ldo,
                                  const float* row_scale, int64_t row_scale_step) {
     typedef typename VecOf<Isa::kLanes>::type Vec;
+    typedef typename VecOf<Isa::kLanes>::unaligned VecU;
     constexpr int MR = Isa::kTileRows, NV = Isa::kTileVecs, W = Isa::kLanes;
     Vec acc[MR][NV];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j) {
-            acc[r][j] = Vec{};
-            if (row_scale) {
-                load_vec(acc[r][j], out + r * ldo + j * W);
-                acc[r][j] *= row_scale[r * row_scale_step];
-            }
-        }
+    if (row_scale) {
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < NV; ++j)
+                acc[r][j] = row_scale[r * row_scale_step] *
+                            *reinterpret_cast<const VecU*>(out + r * ldo + j * W);
+    } else {
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < NV; ++j) acc[r][j] = Vec{};
+    }
     for (int32_t p = 0; p < P; ++p) {
         Vec b_p[NV];
-        for (int j = 0; j < NV; ++j) load_vec(b_p[j], b + p * ldb + j * W);
+        for (int j = 0; j < NV; ++j) b_p[j] = *reinterpret_cast<const VecU*>(b + p * ldb + j * W);
         for (int r = 0; r < MR; ++r) {
             const float a_rp = a[r * lda + p];
             for (int j = 0; j < NV; ++j) acc[r][j] += a_rp * b_p[j];
         }
     }
     for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j) store_vec(out + r * ldo + j * W, acc[r][j]);
+        for (int j = 0; j < NV; ++j) *reinterpret_cast<VecU*>(out + r * ldo + j * W) = acc[r][j];
 }
 
 // Which part of a product is needed: all of it; a lower-triangular a
@@ -326,9 +340,9 @@ enum class Part { all, a_lower, out_lower };
 // b: P x N (ldb), out: M x N (ldo). M % kTileRows == 0, N % (tile columns)
 // == 0 (the buffers are padded for it). row_scale_step 0 broadcasts one scale.
 template <class Isa>
-GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, const float* a,
-                            int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo,
-                            const float* row_scale = nullptr, int64_t row_scale_step = 1) {
+GDN_CPU_INLINE void product_impl(Part part, int32_t M, int32_t N, int32_t P, const float* a,
+                                 int64_t lda, const float* b, int64_t ldb, float* out,
+                                 int64_t ldo, const float* row_scale, int64_t row_scale_step) {
     constexpr int MR = Isa::kTileRows, NR = Isa::kTileVecs * Isa::kLanes;
     // Column panels outside: a panel of b (P x NR) stays in L1 across the rows.
     for (int32_t n0 = 0; n0 < N; n0 += NR)
@@ -339,6 +353,35 @@ GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, const fl
                               row_scale ? row_scale + m0 * row_scale_step : nullptr,
                               row_scale_step);
         }
+}
+
+// The products are functions of their own (not inlined into the chunk step):
+// the tile loop then gets the registers to itself.
+__attribute__((noinline)) void product_base(Part part, int32_t M, int32_t N, int32_t P,
+                                            const float* a, int64_t lda, const float* b,
+                                            int64_t ldb, float* out, int64_t ldo,
+                                            const float* row_scale, int64_t row_scale_step) {
+    product_impl<IsaBase>(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+}
+#if GDN_CPU_AVX2_VARIANT
+__attribute__((noinline, target("avx2,fma"))) void product_avx2(
+    Part part, int32_t M, int32_t N, int32_t P, const float* a, int64_t lda, const float* b,
+    int64_t ldb, float* out, int64_t ldo, const float* row_scale, int64_t row_scale_step) {
+    product_impl<IsaAvx2>(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+}
+#endif
+
+template <class Isa>
+GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, const float* a,
+                            int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo,
+                            const float* row_scale = nullptr, int64_t row_scale_step = 1) {
+#if GDN_CPU_AVX2_VARIANT
+    if (std::is_same<Isa, IsaAvx2>::value) {
+        product_avx2(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+        return;
+    }
+#endif
+    product_base(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
 }
 
 // ---------------------------------------------------------------- chunked
@@ -365,16 +408,35 @@ const float* rounded(const Op& op, const float* src, size_t n, float* dst) {
     return dst;
 }
 
-// One chunk of DESIGN.md §1's WY form. On entry: w.q, w.k, w.v hold the
-// chunk's q̂, k̂, v rows, w.g and w.beta its gates, rows L..C−1 zero (g = 0,
-// β = 0, so they add nothing); w.S holds S0. On exit: w.o holds o for the
-// chunk's rows and w.S holds S_C. Every matrix product takes its operands
+// The part of a chunk step the heads of a task share. On entry w.q, w.k hold
+// the chunk's q̂, k̂ rows (rows L..C−1 zero). On exit w.kk and w.qk hold
+// k_t·k_i and q_t·k_i for i <= t, on operands through `op`.
+template <class Op, class Isa>
+GDN_CPU_INLINE void chunk_prep_shared(const Dims& d, const WorkerScratch& w) {
+    const Op op;
+    const int32_t C = d.C, Kp = d.Kp;
+    const size_t CK = size_t(C) * Kp;
+    const float* q_op = rounded(op, w.q, CK, w.q_op);
+    const float* k_op = rounded(op, w.k, CK, w.k_op);
+    for (int32_t i = 0; i < Kp; ++i)
+        for (int32_t t = 0; t < C; ++t) w.kT[size_t(i) * C + t] = k_op[size_t(t) * Kp + i];
+    product<Isa>(Part::out_lower, C, C, Kp, k_op, Kp, w.kT, C, w.kk, C);
+    product<Isa>(Part::out_lower, C, C, Kp, q_op, Kp, w.kT, C, w.qk, C);
+}
+
+// One chunk of DESIGN.md §1's WY form for one head. On entry: the shared
+// part is done (w.q, w.k, w.kk, w.qk, and w.q_op, w.k_op when rounding);
+// w.v holds the head's v rows, w.g and w.beta its gates, rows L..C−1 zero
+// (g = 0, β = 0, so they add nothing); S holds S0. On exit: w.o holds o for
+// the chunk's rows and S holds S_C. Every matrix product takes its operands
 // through `op` (FP32, or rounded to FP16/BF16) and accumulates in FP32.
 template <class Op, class Isa>
-GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w) {
+GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w, float* S) {
     const Op op;
     const int32_t C = d.C, Kp = d.Kp, Vp = d.Vp;
-    const size_t CK = size_t(C) * Kp, CV = size_t(C) * Vp, CC = size_t(C) * C;
+    const size_t CV = size_t(C) * Vp, CC = size_t(C) * C;
+    const float* q_op = Op::exact ? w.q : w.q_op;
+    const float* k_op = Op::exact ? w.k : w.k_op;
 
     // γ_t = Σ_{i<=t} g_i inside the chunk (padding rows keep γ_{L−1}).
     float gamma_t = 0.0f;
@@ -385,25 +447,17 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w)
     }
     const float* gamma = w.gamma;
 
-    const float* q_op = rounded(op, w.q, CK, w.q_op);
-    const float* k_op = rounded(op, w.k, CK, w.k_op);
-    for (int32_t i = 0; i < Kp; ++i)
-        for (int32_t t = 0; t < C; ++t) w.kT[size_t(i) * C + t] = k_op[size_t(t) * Kp + i];
-
-    // k_t·k_i and q_t·k_i for i <= t.
-    product<Isa>(Part::out_lower, C, C, Kp, k_op, Kp, w.kT, C, w.kk, C);
-    product<Isa>(Part::out_lower, C, C, Kp, q_op, Kp, w.kT, C, w.qk, C);
-
     // P[t][i] = e^{γ_t−γ_i} q_t·k_i (i <= t, 0 above the diagonal) and
-    // A[t][i] = β_t e^{γ_t−γ_i} k_t·k_i (i < t, in place of k·k).
+    // A[t][i] = β_t e^{γ_t−γ_i} k_t·k_i (i < t).
     for (int32_t t = 0; t < C; ++t) {
         float* P_t = w.P + size_t(t) * C;
-        float* A_t = w.kk + size_t(t) * C;
+        float* A_t = w.A + size_t(t) * C;
         const float* qk_t = w.qk + size_t(t) * C;
+        const float* kk_t = w.kk + size_t(t) * C;
         for (int32_t i = 0; i <= t; ++i) {
             const float decay = std::exp(gamma[t] - gamma[i]);
             P_t[i] = op(decay * qk_t[i]);
-            A_t[i] = w.beta[t] * decay * A_t[i];
+            A_t[i] = w.beta[t] * decay * kk_t[i];
         }
         for (int32_t i = t + 1; i < C; ++i) P_t[i] = 0.0f;
     }
@@ -412,7 +466,7 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w)
     // T_t = e_t − Σ_{i<t} A[t][i] T_i (T is unit lower triangular).
     for (int32_t t = 0; t < C; ++t) {
         float* T_t = w.T + size_t(t) * C;
-        const float* A_t = w.kk + size_t(t) * C;
+        const float* A_t = w.A + size_t(t) * C;
         std::fill(T_t, T_t + C, 0.0f);
         T_t[t] = 1.0f;
         for (int32_t i = 0; i < t; ++i) {
@@ -423,7 +477,7 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w)
     }
 
     // S0ᵀ k_t and S0ᵀ q_t, one row per token.
-    const float* S_op = rounded(op, w.S, size_t(Kp) * Vp, w.S_op);
+    const float* S_op = rounded(op, S, size_t(Kp) * Vp, w.S_op);
     product<Isa>(Part::all, C, Vp, Kp, k_op, Kp, S_op, Vp, w.w, Vp);
     product<Isa>(Part::all, C, Vp, Kp, q_op, Kp, S_op, Vp, w.o, Vp);
 
@@ -447,11 +501,12 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w)
     for (int32_t t = 0; t < C; ++t) w.g[t] = t < L ? std::exp(gamma_last - gamma[t]) : 0.0f;
     for (int32_t i = 0; i < Kp; ++i)
         for (int32_t t = 0; t < C; ++t) w.kdT[size_t(i) * C + t] = op(w.g[t] * w.k[size_t(t) * Kp + i]);
-    product<Isa>(Part::all, Kp, Vp, C, w.kdT, C, D_op, Vp, w.S, Vp, &w.e_gamma[L - 1], 0);
+    product<Isa>(Part::all, Kp, Vp, C, w.kdT, C, D_op, Vp, S, Vp, &w.e_gamma[L - 1], 0);
 }
 
 // The WY form over a whole sequence: chunks of C tokens, the last one
-// shorter when the length is not a multiple of C.
+// shorter when the length is not a multiple of C. The task's heads walk the
+// chunks together, sharing the chunk's q and k.
 template <class Op, class Isa>
 void run_chunked(const Shape& s, const Tensors& x, const Dims& d, const HeadTask& task,
                  const WorkerScratch& w) {
@@ -460,32 +515,41 @@ void run_chunked(const Shape& s, const Tensors& x, const Dims& d, const HeadTask
     std::fill(w.q, w.q + size_t(C) * Kp, 0.0f);
     std::fill(w.k, w.k + size_t(C) * Kp, 0.0f);
     std::fill(w.v, w.v + size_t(C) * Vp, 0.0f);
-    load_state(s, d, task, w.S);
+    for (int32_t j = 0; j < task.num_heads; ++j)
+        load_state(s, d, task.states[j], task.from_zero, w.S[j]);
     for (int64_t c0 = 0; c0 < task.len; c0 += C) {
         const int32_t L = int32_t(std::min<int64_t>(C, task.len - c0));
-        for (int32_t t = 0; t < L; ++t) {
-            const int64_t tok = task.bos + c0 + t;
-            load_qk(s, x, tok, task.key_head, w.q + size_t(t) * Kp, w.k + size_t(t) * Kp);
-            load_row(x.v, s.input_dtype, tok * x.v_stride.token + task.head * x.v_stride.head,
-                     d.V, w.v + size_t(t) * Vp);
-            w.g[t] = load_gate(s, x, tok, task.head);
-            w.beta[t] = load_beta(s, x, tok, task.head);
-        }
+        const int64_t first = task.bos + c0;
+        // The next chunk's rows arrive while this one computes.
+        const int64_t next = std::min<int64_t>(C, task.len - c0 - C);
+        if (next > 0) prefetch_qk(s, x, task.key_head, first + C, next);
+        for (int32_t t = 0; t < L; ++t)
+            load_qk(s, x, first + t, task.key_head, w.q + size_t(t) * Kp, w.k + size_t(t) * Kp);
         if (L < C) {  // a tail chunk: rows past L add nothing
             std::fill(w.q + size_t(L) * Kp, w.q + size_t(C) * Kp, 0.0f);
             std::fill(w.k + size_t(L) * Kp, w.k + size_t(C) * Kp, 0.0f);
-            std::fill(w.v + size_t(L) * Vp, w.v + size_t(C) * Vp, 0.0f);
-            std::fill(w.g + L, w.g + C, 0.0f);
-            std::fill(w.beta + L, w.beta + C, 0.0f);
         }
-        // The next chunk's rows arrive while this one computes.
-        if (c0 + C < task.len)
-            prefetch_tokens(s, x, task, task.bos + c0 + C, std::min<int64_t>(C, task.len - c0 - C));
-        chunk_step<Op, Isa>(d, L, w);
-        for (int32_t t = 0; t < L; ++t)
-            store_out_row(s, x, task.bos + c0 + t, task.head, w.o + size_t(t) * Vp, w.z);
+        chunk_prep_shared<Op, Isa>(d, w);
+        for (int32_t j = 0; j < task.num_heads; ++j) {
+            const int32_t h = task.heads[j];
+            if (next > 0) prefetch_head(s, x, h, first + C, next);
+            for (int32_t t = 0; t < L; ++t) {
+                load_row(x.v, s.input_dtype, (first + t) * x.v_stride.token + h * x.v_stride.head,
+                         d.V, w.v + size_t(t) * Vp);
+                w.g[t] = load_gate(s, x, first + t, h);
+                w.beta[t] = load_beta(s, x, first + t, h);
+            }
+            if (L < C) {
+                std::fill(w.v + size_t(L) * Vp, w.v + size_t(C) * Vp, 0.0f);
+                std::fill(w.g + L, w.g + C, 0.0f);
+                std::fill(w.beta + L, w.beta + C, 0.0f);
+            }
+            chunk_step<Op, Isa>(d, L, w, w.S[j]);
+            for (int32_t t = 0; t < L; ++t)
+                store_out_row(s, x, first + t, h, w.o + size_t(t) * Vp, w.z);
+        }
     }
-    store_state(s, d, task, w.S);
+    for (int32_t j = 0; j < task.num_heads; ++j) store_state(s, d, w.S[j], task.states[j]);
 }
 
 }  // namespace
@@ -496,14 +560,16 @@ Dims dims_of(const Shape& shape, const PathChoice& path) {
     d.V = shape.head_dim_v;
     d.Kp = round_up(d.K, kPadRows);
     d.Vp = round_up(d.V, kPadCols);
-    d.C = path.path == GDN_PATH_SEQUENTIAL ? 1 : path.chunk_size;
+    const bool sequential = path.path == GDN_PATH_SEQUENTIAL;
+    d.C = sequential ? 1 : path.chunk_size;
+    d.task_heads = sequential ? 1 : std::min(shape.group, kMaxTaskHeads);
     return d;
 }
 
 WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& d, gdn_path_t path) {
     const size_t C = size_t(d.C), Kp = size_t(d.Kp), Vp = size_t(d.Vp);
     WorkerScratch w;
-    w.S = carver.take<float>(Kp * Vp);
+    for (int32_t j = 0; j < d.task_heads; ++j) w.S[j] = carver.take<float>(Kp * Vp);
     w.q = carver.take<float>(C * Kp);
     w.k = carver.take<float>(C * Kp);
     w.v = carver.take<float>(C * Vp);
@@ -519,6 +585,7 @@ WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& d, gdn_p
     w.d = carver.take<float>(C * Vp);
     w.kk = carver.take<float>(C * C);
     w.qk = carver.take<float>(C * C);
+    w.A = carver.take<float>(C * C);
     w.T = carver.take<float>(C * C);
     w.P = carver.take<float>(C * C);
     w.e_gamma = carver.take<float>(C);

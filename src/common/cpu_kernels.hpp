@@ -27,19 +27,25 @@
 
 namespace gdn::cpu {
 
+// A task computes up to this many value heads that share one key head
+// together: the chunked paths load q and k, and form k·k and q·k, once for
+// them. (Bounded, so the workspace is: one state per head per worker.)
+constexpr int32_t kMaxTaskHeads = 4;
+
 // Padded sizes of the worker buffers. Padding rows/columns hold zeros, so
 // the register-tiled products never need a tail.
 struct Dims {
-    int32_t K, V;    // head dims
-    int32_t Kp, Vp;  // K rounded up to 4 (tile rows), V rounded up to 16 (tile columns)
-    int32_t C;       // chunk length; 1 for the sequential path (one token row)
+    int32_t K, V;        // head dims
+    int32_t Kp, Vp;      // K rounded up to 4 (tile rows), V rounded up to 16 (tile columns)
+    int32_t C;           // chunk length; 1 for the sequential path (one token row)
+    int32_t task_heads;  // value heads per task: 1 (sequential) or min(Hv / Hk, kMaxTaskHeads)
 };
 
 Dims dims_of(const Shape& shape, const PathChoice& path);
 
 // One worker's scratch. Row-major; a row of a [.][Kp] buffer is one token.
 struct WorkerScratch {
-    float* S = nullptr;      // [Kp][Vp] the head's state, [K][V] orientation
+    float* S[kMaxTaskHeads] = {};  // [Kp][Vp] each: the task's states, [K][V] orientation
     float* q = nullptr;      // [C][Kp]  q̂ rows of the chunk (token)
     float* k = nullptr;      // [C][Kp]  k̂ rows
     float* v = nullptr;      // [C][Vp]  v rows, then U = β(v − e^γ S0ᵀk)
@@ -53,8 +59,9 @@ struct WorkerScratch {
     float* kT = nullptr;     // [Kp][C]  k operands, transposed (for k·k and q·k)
     float* kdT = nullptr;    // [Kp][C]  e^{γ_last−γ_i} k_i operands, transposed (state update)
     float* d = nullptr;      // [C][Vp]  D = T·U
-    float* kk = nullptr;     // [C][C]   k_t·k_i
-    float* qk = nullptr;     // [C][C]   q_t·k_i
+    float* kk = nullptr;     // [C][C]   k_t·k_i (shared by the task's heads)
+    float* qk = nullptr;     // [C][C]   q_t·k_i (shared by the task's heads)
+    float* A = nullptr;      // [C][C]   β_t e^{γ_t−γ_i} k_t·k_i
     float* T = nullptr;      // [C][C]   (I + A)^{-1}
     float* P = nullptr;      // [C][C]   e^{γ_t−γ_i} q_t·k_i, i <= t
     float* e_gamma = nullptr;// [C]      e^{γ_t}
@@ -69,14 +76,16 @@ struct WorkerScratch {
 // Sizes (carver on nullptr) or carves one worker's scratch for `path`.
 WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& dims, gdn_path_t path);
 
-// One (sequence, value head) task.
+// One task: value heads heads[0..num_heads) of one sequence, all served by
+// key head `key_head`.
 struct HeadTask {
-    int32_t head;       // value head h
-    int32_t key_head;   // key_head_of(shape, h)
-    int64_t bos;        // first token of the sequence
-    int64_t len;        // its tokens (may be 0)
-    float* state;       // this head's state inside the sequence's slot
-    bool from_zero;     // start from S = 0 (the slot is written, never read)
+    int32_t key_head;
+    int32_t num_heads;                 // 1..dims.task_heads
+    int32_t heads[kMaxTaskHeads];      // value heads h
+    float* states[kMaxTaskHeads];      // each head's state inside the sequence's slot
+    int64_t bos;                       // first token of the sequence
+    int64_t len;                       // its tokens (may be 0)
+    bool from_zero;                    // start from S = 0 (the slot is written, never read)
 };
 
 // Whether the chunked kernels take this chunk length (a multiple of their
@@ -92,8 +101,9 @@ void set_kernel_variant(KernelVariant v);
 const char* kernel_variant_name();  // of the variant that runs now
 
 // Runs one task on `path` (sequential, chunked FP32 or the low-precision
-// emulation): reads the state (unless from_zero), walks the tokens writing
-// their out rows, writes the final state back.
+// emulation): reads each head's state (unless from_zero), walks the tokens
+// writing their out rows, writes the final states back. A head's bits do
+// not depend on which heads share its task.
 void run_head_task(const Shape& shape, const Tensors& tensors, const PathChoice& path,
                    const Dims& dims, const HeadTask& task, const WorkerScratch& scratch);
 
