@@ -79,7 +79,9 @@ extern "C" {
 uint32_t gdn_version(void) { return GDN_VERSION; }
 
 const char* gdn_status_string(gdn_status_t status) {
-    switch (status) {
+    int32_t value;  // any int32 a C caller passes (see gdn_probe)
+    std::memcpy(&value, &status, sizeof value);
+    switch (value) {
         case GDN_SUCCESS: return "success";
         case GDN_ERROR_INVALID_ARGUMENT: return "invalid argument";
         case GDN_ERROR_NOT_SUPPORTED: return "not supported";
@@ -107,13 +109,17 @@ gdn_status_t gdn_probe(gdn_backend_t backend, int32_t device, gdn_caps_t* caps) 
         gdn_caps_t filled;
         gdn_caps_init(&filled);
         gdn_status_t st = GDN_SUCCESS;
-        switch (backend) {
+        // As stored by the caller: loading an enum that holds a value outside
+        // its enumerators' range is undefined in C++ (UBSan), so switch on
+        // the int32.
+        int32_t which;
+        std::memcpy(&which, &backend, sizeof which);
+        switch (which) {
             case GDN_BACKEND_CPU: st = cpu::probe(device, &filled); break;
             case GDN_BACKEND_CUDA: st = cuda::probe(device, &filled); break;
             case GDN_BACKEND_HIP: st = hip::probe(device, &filled); break;
             default:
-                return fail(GDN_ERROR_INVALID_ARGUMENT, "backend ({}) is not a gdn_backend_t",
-                            int(backend));
+                return fail(GDN_ERROR_INVALID_ARGUMENT, "backend ({}) is not a gdn_backend_t", which);
         }
         if (st != GDN_SUCCESS) return st;
         filled.struct_size = size;

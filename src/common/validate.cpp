@@ -38,6 +38,18 @@ gdn_status_t read_versioned(const T* in, const char* name, size_t min_size, T* o
 
 bool finite_nonneg(float x) { return std::isfinite(x) && x >= 0.0f; }
 
+// An enum field as the int32 the caller stored. A C caller can store any
+// value, and in C++ loading an enum object that holds a value outside its
+// enumerators' range is undefined (found by the fuzz harness under UBSan:
+// input_dtype = -1), so fields are checked through this before any load.
+template <class E>
+int32_t enum_value(const E& field) {
+    static_assert(sizeof(E) == sizeof(int32_t), "gdn enums are 32-bit");
+    int32_t v;
+    std::memcpy(&v, &field, sizeof v);
+    return v;
+}
+
 struct TensorSpec {
     const char* name;
     const void* ptr;
@@ -62,7 +74,7 @@ gdn_status_t check_tensor(const TensorSpec& t, int64_t tokens, Strides* out, boo
     Strides s;
     s.head = t.head_stride == 0 ? t.dim : t.head_stride;
     // The packed token stride (heads x head stride) must not wrap (found by
-    // the fuzzer: head_stride 2^62 with token_stride 0 overflowed int64).
+    // the fuzz harness: head_stride 2^62 with token_stride 0 overflowed int64).
     if (t.token_stride == 0 && s.head > INT64_MAX / t.heads)
         return fail(GDN_ERROR_INVALID_ARGUMENT,
                     "{}: the packed token stride ({} heads x head_stride {}) overflows 64 bits",
@@ -134,10 +146,9 @@ size_t min_struct_size_path_info() { return offsetof(gdn_path_info_t, chunk_size
 
 gdn_status_t read_caps(const gdn_caps_t* in, gdn_caps_t* out) {
     if (gdn_status_t st = read_versioned(in, "caps", min_struct_size_caps(), out)) return st;
-    if (out->backend != GDN_BACKEND_CPU && out->backend != GDN_BACKEND_CUDA &&
-        out->backend != GDN_BACKEND_HIP)
-        return fail(GDN_ERROR_INVALID_ARGUMENT, "caps->backend ({}) is not a gdn_backend_t",
-                    int(out->backend));
+    const int32_t backend = enum_value(out->backend);
+    if (backend != GDN_BACKEND_CPU && backend != GDN_BACKEND_CUDA && backend != GDN_BACKEND_HIP)
+        return fail(GDN_ERROR_INVALID_ARGUMENT, "caps->backend ({}) is not a gdn_backend_t", backend);
     if (out->device < 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "caps->device ({}) < 0", out->device);
     if (out->multiprocessor_count < 1)
@@ -182,39 +193,41 @@ gdn_status_t read_problem(const gdn_problem_t* in, Shape* s) {
     if (p.head_dim_v < 1 || p.head_dim_v > kMaxHeadDim)
         return fail(p.head_dim_v < 1 ? GDN_ERROR_INVALID_ARGUMENT : GDN_ERROR_NOT_SUPPORTED,
                     "problem.head_dim_v ({}) is outside [1, {}]", p.head_dim_v, kMaxHeadDim);
-    if (p.head_mapping != GDN_HEADS_GROUPED && p.head_mapping != GDN_HEADS_INTERLEAVED)
+    const int32_t head_mapping = enum_value(p.head_mapping);
+    if (head_mapping != GDN_HEADS_GROUPED && head_mapping != GDN_HEADS_INTERLEAVED)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.head_mapping ({}) is not a gdn_head_mapping_t",
-                    int(p.head_mapping));
-    auto dtype_ok = [](gdn_dtype_t t) {
+                    head_mapping);
+    auto dtype_ok = [](int32_t t) {
         return t == GDN_DTYPE_F32 || t == GDN_DTYPE_F16 || t == GDN_DTYPE_BF16;
     };
-    if (!dtype_ok(p.input_dtype))
+    if (!dtype_ok(enum_value(p.input_dtype)))
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.input_dtype ({}) is not a gdn_dtype_t",
-                    int(p.input_dtype));
-    if (!dtype_ok(p.output_dtype))
+                    enum_value(p.input_dtype));
+    if (!dtype_ok(enum_value(p.output_dtype)))
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.output_dtype ({}) is not a gdn_dtype_t",
-                    int(p.output_dtype));
-    if (!dtype_ok(p.gate_dtype))
+                    enum_value(p.output_dtype));
+    if (!dtype_ok(enum_value(p.gate_dtype)))
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.gate_dtype ({}) is not a gdn_dtype_t",
-                    int(p.gate_dtype));
+                    enum_value(p.gate_dtype));
     if (p.gate_dtype != GDN_DTYPE_F32 && p.gate_dtype != p.input_dtype)
         return fail(GDN_ERROR_NOT_SUPPORTED,
                     "problem.gate_dtype ({}) must be f32 or the input dtype ({})",
                     dtype_name(p.gate_dtype), dtype_name(p.input_dtype));
-    if (p.state_layout != GDN_STATE_KV && p.state_layout != GDN_STATE_VK)
+    const int32_t state_layout = enum_value(p.state_layout);
+    if (state_layout != GDN_STATE_KV && state_layout != GDN_STATE_VK)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.state_layout ({}) is not a gdn_state_layout_t",
-                    int(p.state_layout));
+                    state_layout);
     if (p.num_state_slots < 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.num_state_slots ({}) < 0",
                     p.num_state_slots);
-    if (p.algorithm != GDN_ALGO_AUTO && p.algorithm != GDN_ALGO_SEQUENTIAL &&
-        p.algorithm != GDN_ALGO_CHUNKED)
+    const int32_t algorithm = enum_value(p.algorithm), precision = enum_value(p.precision);
+    if (algorithm != GDN_ALGO_AUTO && algorithm != GDN_ALGO_SEQUENTIAL && algorithm != GDN_ALGO_CHUNKED)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm ({}) is not a gdn_algorithm_t",
-                    int(p.algorithm));
-    if (p.precision != GDN_PRECISION_FP32 && p.precision != GDN_PRECISION_TF32X3 &&
-        p.precision != GDN_PRECISION_FP16 && p.precision != GDN_PRECISION_BF16)
+                    algorithm);
+    if (precision != GDN_PRECISION_FP32 && precision != GDN_PRECISION_TF32X3 &&
+        precision != GDN_PRECISION_FP16 && precision != GDN_PRECISION_BF16)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.precision ({}) is not a gdn_precision_t",
-                    int(p.precision));
+                    precision);
     if ((p.flags & ~GDN_FLAG_ALL_) != 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x{:x}) has unknown bits 0x{:x}",
                     p.flags, p.flags & ~GDN_FLAG_ALL_);
@@ -295,7 +308,7 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
                     "tensors.state_slot_stride ({}) < one slot (Hv*K*V = {} elements)",
                     r.state_slot_stride, slot_elems);
     // As for the tensors: the pool's last element offset must fit in 63 bits
-    // (found by the fuzzer: 3 slots 2^62 apart overflowed int64).
+    // (found by the fuzz harness: 3 slots 2^62 apart overflowed int64).
     if (double(s.num_state_slots - 1) * double(r.state_slot_stride) + double(slot_elems) > 9.0e18)
         return fail(GDN_ERROR_INVALID_ARGUMENT,
                     "tensors.state: {} slots, state_slot_stride ({}) span more than 2^63 elements",
@@ -372,7 +385,7 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
             return fail(GDN_ERROR_INVALID_ARGUMENT, "tensors.state overlaps tensors.{}",
                         inputs[i].name);
     // Nor may out or state overlap z or the small arrays, which are read
-    // while they are written (found by the fuzzer: out over cu_seqlens let a
+    // while they are written (found by the fuzz harness: out over cu_seqlens let a
     // run rewrite its own sequence bounds and write out of bounds).
     auto array_range = [](const char* name, const void* p, uint64_t bytes) {
         const uintptr_t b = reinterpret_cast<uintptr_t>(p);
