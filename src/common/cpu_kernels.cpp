@@ -1,6 +1,7 @@
-// The CPU paths of one task (value heads of one key head, one sequence). See cpu_kernels.hpp for
-// the feature formulas and DESIGN.md §1 for the math; each step below is
-// commented with the line of §1 it computes.
+// The CPU paths of one task (value heads of one key head, one sequence).
+// See cpu_kernels.hpp for the feature formulas and the low-precision
+// emulation, DESIGN.md §1 for the math; each step below is commented with
+// the line of §1 it computes.
 #include "cpu_kernels.hpp"
 
 #include <algorithm>
@@ -31,19 +32,20 @@ namespace {
 #endif
 
 // Register tiles of the products, per instruction set: kTileRows rows x
-// kTileVecs vectors of kLanes floats. Baseline x86-64 (SSE2) and other
-// 128-bit ISAs have 16 vector registers: 8 accumulators, 2 b vectors, the
-// broadcast. AVX2 has 16 ymm registers: the same tile with 8-lane vectors.
+// kTileVecs vectors of kLanes floats. Both have 16 vector registers: 12
+// accumulators, 2 b vectors, the broadcast (12 independent sums hide the
+// FMA latency). Baseline x86-64 (SSE2) and other 128-bit ISAs: 4 lanes;
+// AVX2: 8.
 struct IsaBase {
-    static constexpr int kLanes = 4, kTileRows = 4, kTileVecs = 2;
+    static constexpr int kLanes = 4, kTileRows = 6, kTileVecs = 2;
 };
 struct IsaAvx2 {
-    static constexpr int kLanes = 8, kTileRows = 4, kTileVecs = 2;
+    static constexpr int kLanes = 8, kTileRows = 6, kTileVecs = 2;
 };
-// The buffers are padded to multiples of every tile.
+// The buffers are padded to multiples of 4 rows (the rows past the last
+// whole tile of 6 take tiles of 4 and 2) and of every tile's columns.
 constexpr int32_t kPadRows = 4;
 constexpr int32_t kPadCols = 16;
-static_assert(IsaBase::kTileRows == kPadRows && IsaAvx2::kTileRows == kPadRows, "tile rows");
 static_assert(kPadCols % (IsaBase::kLanes * IsaBase::kTileVecs) == 0 &&
                   kPadCols % (IsaAvx2::kLanes * IsaAvx2::kTileVecs) == 0,
               "tile columns");
@@ -299,16 +301,22 @@ struct VecOf<8> {
     typedef float unaligned __attribute__((vector_size(32), aligned(4), may_alias));
 };
 
-// out[m][n] = init + Σ_p a[m][p] · b[p][n] for one tile, p = 0..P−1 in
-// order; init = row_scale[m] · out[m][n], or 0 when row_scale is null. The
-// sum order of an element does not depend on the tiling.
-template <class Isa>
-GDN_CPU_INLINE void product_tile(int32_t P, const float* __restrict a, int64_t lda,
-                                 const float* __restrict b, int64_t ldb, float* out, int64_t ldo,
-                                 const float* row_scale, int64_t row_scale_step) {
+// A matrix operand read one element at a time: (m, p) at data[m * row + p * col].
+struct Operand {
+    const float* data;
+    int64_t row, col;
+};
+
+// out[m][n] = init + Σ_p a(m, p) · b[p][n] for one MR-row tile, p = 0..P−1
+// in order; init = row_scale[m] · out[m][n], or 0 when row_scale is null.
+// The sum order of an element does not depend on the tiling.
+template <class Isa, int MR>
+GDN_CPU_INLINE void product_tile(int32_t P, Operand a, const float* __restrict b, int64_t ldb,
+                                 float* out, int64_t ldo, const float* row_scale,
+                                 int64_t row_scale_step) {
     typedef typename VecOf<Isa::kLanes>::type Vec;
     typedef typename VecOf<Isa::kLanes>::unaligned VecU;
-    constexpr int MR = Isa::kTileRows, NV = Isa::kTileVecs, W = Isa::kLanes;
+    constexpr int NV = Isa::kTileVecs, W = Isa::kLanes;
     Vec acc[MR][NV];
     if (row_scale) {
         for (int r = 0; r < MR; ++r)
@@ -319,11 +327,12 @@ GDN_CPU_INLINE void product_tile(int32_t P, const float* __restrict a, int64_t l
         for (int r = 0; r < MR; ++r)
             for (int j = 0; j < NV; ++j) acc[r][j] = Vec{};
     }
-    for (int32_t p = 0; p < P; ++p) {
+    const float* __restrict a_p = a.data;
+    for (int32_t p = 0; p < P; ++p, a_p += a.col) {
         Vec b_p[NV];
         for (int j = 0; j < NV; ++j) b_p[j] = *reinterpret_cast<const VecU*>(b + p * ldb + j * W);
         for (int r = 0; r < MR; ++r) {
-            const float a_rp = a[r * lda + p];
+            const float a_rp = a_p[r * a.row];
             for (int j = 0; j < NV; ++j) acc[r][j] += a_rp * b_p[j];
         }
     }
@@ -332,57 +341,74 @@ GDN_CPU_INLINE void product_tile(int32_t P, const float* __restrict a, int64_t l
 }
 
 // Which part of a product is needed: all of it; a lower-triangular a
-// (a[m][p] = 0 for p > m: the sum stops at the tile's last row); or only
+// (a(m, p) = 0 for p > m: the sum stops at the tile's last row); or only
 // out[m][n] for n <= m (tiles wholly above the diagonal are skipped).
 enum class Part { all, a_lower, out_lower };
 
-// out = [diag(row_scale) out +] a · b with a: M x P (row stride lda),
-// b: P x N (ldb), out: M x N (ldo). M % kTileRows == 0, N % (tile columns)
-// == 0 (the buffers are padded for it). row_scale_step 0 broadcasts one scale.
+// Rows [m0, m0 + MR) of one column panel.
+template <class Isa, int MR>
+GDN_CPU_INLINE void product_rows(Part part, int32_t m0, int32_t n0, int32_t P, Operand a,
+                                 const float* b, int64_t ldb, float* out, int64_t ldo,
+                                 const float* row_scale, int64_t row_scale_step) {
+    if (part == Part::out_lower && n0 >= m0 + MR) return;
+    const int32_t P_tile = part == Part::a_lower ? std::min(P, m0 + MR) : P;
+    const Operand a_tile{a.data + m0 * a.row, a.row, a.col};
+    product_tile<Isa, MR>(P_tile, a_tile, b + n0, ldb, out + m0 * ldo + n0, ldo,
+                          row_scale ? row_scale + m0 * row_scale_step : nullptr, row_scale_step);
+}
+
+// out = [diag(row_scale) out +] a · b with a: M x P, b: P x N (row stride
+// ldb), out: M x N (ldo). M % kPadRows == 0, N % kPadCols == 0 (the buffers
+// are padded for it). row_scale_step 0 broadcasts one scale.
 template <class Isa>
-GDN_CPU_INLINE void product_impl(Part part, int32_t M, int32_t N, int32_t P, const float* a,
-                                 int64_t lda, const float* b, int64_t ldb, float* out,
-                                 int64_t ldo, const float* row_scale, int64_t row_scale_step) {
+GDN_CPU_INLINE void product_impl(Part part, int32_t M, int32_t N, int32_t P, Operand a,
+                                 const float* b, int64_t ldb, float* out, int64_t ldo,
+                                 const float* row_scale, int64_t row_scale_step) {
     constexpr int MR = Isa::kTileRows, NR = Isa::kTileVecs * Isa::kLanes;
+    const int32_t M_tiles = M / MR * MR;
     // Column panels outside: a panel of b (P x NR) stays in L1 across the rows.
-    for (int32_t n0 = 0; n0 < N; n0 += NR)
-        for (int32_t m0 = 0; m0 < M; m0 += MR) {
-            if (part == Part::out_lower && n0 >= m0 + MR) continue;
-            const int32_t P_tile = part == Part::a_lower ? std::min(P, m0 + MR) : P;
-            product_tile<Isa>(P_tile, a + m0 * lda, lda, b + n0, ldb, out + m0 * ldo + n0, ldo,
-                              row_scale ? row_scale + m0 * row_scale_step : nullptr,
-                              row_scale_step);
-        }
+    for (int32_t n0 = 0; n0 < N; n0 += NR) {
+        int32_t m0 = 0;
+        for (; m0 < M_tiles; m0 += MR)
+            product_rows<Isa, MR>(part, m0, n0, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
+        for (; m0 + 4 <= M; m0 += 4)
+            product_rows<Isa, 4>(part, m0, n0, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
+        for (; m0 + 2 <= M; m0 += 2)
+            product_rows<Isa, 2>(part, m0, n0, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
+    }
 }
 
 // The products are functions of their own (not inlined into the chunk step):
 // the tile loop then gets the registers to itself.
 __attribute__((noinline)) void product_base(Part part, int32_t M, int32_t N, int32_t P,
-                                            const float* a, int64_t lda, const float* b,
-                                            int64_t ldb, float* out, int64_t ldo,
-                                            const float* row_scale, int64_t row_scale_step) {
-    product_impl<IsaBase>(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+                                            Operand a, const float* b, int64_t ldb, float* out,
+                                            int64_t ldo, const float* row_scale,
+                                            int64_t row_scale_step) {
+    product_impl<IsaBase>(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
 }
 #if GDN_CPU_AVX2_VARIANT
 __attribute__((noinline, target("avx2,fma"))) void product_avx2(
-    Part part, int32_t M, int32_t N, int32_t P, const float* a, int64_t lda, const float* b,
-    int64_t ldb, float* out, int64_t ldo, const float* row_scale, int64_t row_scale_step) {
-    product_impl<IsaAvx2>(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+    Part part, int32_t M, int32_t N, int32_t P, Operand a, const float* b, int64_t ldb,
+    float* out, int64_t ldo, const float* row_scale, int64_t row_scale_step) {
+    product_impl<IsaAvx2>(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
 }
 #endif
 
 template <class Isa>
-GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, const float* a,
-                            int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo,
+GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, Operand a,
+                            const float* b, int64_t ldb, float* out, int64_t ldo,
                             const float* row_scale = nullptr, int64_t row_scale_step = 1) {
 #if GDN_CPU_AVX2_VARIANT
     if (std::is_same<Isa, IsaAvx2>::value) {
-        product_avx2(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+        product_avx2(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
         return;
     }
 #endif
-    product_base(part, M, N, P, a, lda, b, ldb, out, ldo, row_scale, row_scale_step);
+    product_base(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
 }
+
+// A row-major M x P matrix as a product operand.
+inline Operand rows(const float* data, int64_t ld) { return {data, ld, 1}; }
 
 // ---------------------------------------------------------------- chunked
 
@@ -420,8 +446,8 @@ GDN_CPU_INLINE void chunk_prep_shared(const Dims& d, const WorkerScratch& w) {
     const float* k_op = rounded(op, w.k, CK, w.k_op);
     for (int32_t i = 0; i < Kp; ++i)
         for (int32_t t = 0; t < C; ++t) w.kT[size_t(i) * C + t] = k_op[size_t(t) * Kp + i];
-    product<Isa>(Part::out_lower, C, C, Kp, k_op, Kp, w.kT, C, w.kk, C);
-    product<Isa>(Part::out_lower, C, C, Kp, q_op, Kp, w.kT, C, w.qk, C);
+    product<Isa>(Part::out_lower, C, C, Kp, rows(k_op, Kp), w.kT, C, w.kk, C);
+    product<Isa>(Part::out_lower, C, C, Kp, rows(q_op, Kp), w.kT, C, w.qk, C);
 }
 
 // One chunk of DESIGN.md §1's WY form for one head. On entry: the shared
@@ -470,16 +496,17 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w,
         std::fill(T_t, T_t + C, 0.0f);
         T_t[t] = 1.0f;
         for (int32_t i = 0; i < t; ++i) {
+            // Whole rows (T_i is 0 past column i): fixed-length, vectorised.
             const float* T_i = w.T + size_t(i) * C;
             const float A_ti = A_t[i];
-            for (int32_t j = 0; j <= i; ++j) T_t[j] -= A_ti * T_i[j];
+            for (int32_t j = 0; j < C; ++j) T_t[j] -= A_ti * T_i[j];
         }
     }
 
     // S0ᵀ k_t and S0ᵀ q_t, one row per token.
     const float* S_op = rounded(op, S, size_t(Kp) * Vp, w.S_op);
-    product<Isa>(Part::all, C, Vp, Kp, k_op, Kp, S_op, Vp, w.w, Vp);
-    product<Isa>(Part::all, C, Vp, Kp, q_op, Kp, S_op, Vp, w.o, Vp);
+    product<Isa>(Part::all, C, Vp, Kp, rows(k_op, Kp), S_op, Vp, w.w, Vp);
+    product<Isa>(Part::all, C, Vp, Kp, rows(q_op, Kp), S_op, Vp, w.o, Vp);
 
     // U = β ⊙ (v − e^{γ} ⊙ (S0ᵀ k)), in place of v;  D = T · U.
     for (int32_t t = 0; t < C; ++t) {
@@ -489,19 +516,22 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w,
         for (int32_t j = 0; j < Vp; ++j) U_t[j] = op(beta_t * (U_t[j] - e_gamma_t * W_t[j]));
     }
     const float* T_op = rounded(op, w.T, CC, w.T_op);
-    product<Isa>(Part::a_lower, C, Vp, C, T_op, C, w.v, Vp, w.d, Vp);
+    product<Isa>(Part::a_lower, C, Vp, C, rows(T_op, C), w.v, Vp, w.d, Vp);
 
     // o_t = e^{γ_t} S0ᵀ q_t + Σ_{i<=t} P[t][i] D_i.
     const float* D_op = rounded(op, w.d, CV, w.d_op);
-    product<Isa>(Part::a_lower, C, Vp, C, w.P, C, D_op, Vp, w.o, Vp, w.e_gamma, 1);
+    product<Isa>(Part::a_lower, C, Vp, C, rows(w.P, C), D_op, Vp, w.o, Vp, w.e_gamma, 1);
 
-    // S_C = e^{γ_{L−1}} S0 + Σ_i e^{γ_{L−1}−γ_i} k_i D_iᵀ (w.g is free now: it
-    // holds the decays e^{γ_{L−1}−γ_i}, 0 for padding rows).
+    // S_C = e^{γ_{L−1}} S0 + Σ_i e^{γ_{L−1}−γ_i} k_i D_iᵀ: the decayed k rows
+    // (0 for padding rows), read as the transposed operand of the product.
     const float gamma_last = gamma[L - 1];
-    for (int32_t t = 0; t < C; ++t) w.g[t] = t < L ? std::exp(gamma_last - gamma[t]) : 0.0f;
-    for (int32_t i = 0; i < Kp; ++i)
-        for (int32_t t = 0; t < C; ++t) w.kdT[size_t(i) * C + t] = op(w.g[t] * w.k[size_t(t) * Kp + i]);
-    product<Isa>(Part::all, Kp, Vp, C, w.kdT, C, D_op, Vp, S, Vp, &w.e_gamma[L - 1], 0);
+    for (int32_t t = 0; t < C; ++t) {
+        const float decay = t < L ? std::exp(gamma_last - gamma[t]) : 0.0f;
+        const float* k_t = w.k + size_t(t) * Kp;
+        float* kd_t = w.kd + size_t(t) * Kp;
+        for (int32_t i = 0; i < Kp; ++i) kd_t[i] = op(decay * k_t[i]);
+    }
+    product<Isa>(Part::all, Kp, Vp, C, Operand{w.kd, 1, Kp}, D_op, Vp, S, Vp, &w.e_gamma[L - 1], 0);
 }
 
 // The WY form over a whole sequence: chunks of C tokens, the last one
@@ -581,7 +611,7 @@ WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& d, gdn_p
     w.gamma = carver.take<float>(C);
     if (path == GDN_PATH_SEQUENTIAL) return w;
     w.kT = carver.take<float>(Kp * C);
-    w.kdT = carver.take<float>(Kp * C);
+    w.kd = carver.take<float>(C * Kp);
     w.d = carver.take<float>(C * Vp);
     w.kk = carver.take<float>(C * C);
     w.qk = carver.take<float>(C * C);

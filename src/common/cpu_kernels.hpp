@@ -19,6 +19,18 @@
 //   over V:
 //       out = o · (1 / sqrt(Σ o² / V + norm_eps)) · w ⊙ silu(z),
 //       silu(z) = z · sigmoid(z) = z / (1 + exp(−z)).
+//
+// The low-precision emulation (GDN_PATH_CHUNKED_LOWP_C16: the numerics of
+// the HIP gfx11 WMMA path) is the chunked WY form with C = 16 in which every
+// matrix product takes operands rounded to FP16 (BF16 with
+// GDN_PRECISION_BF16) and accumulates in FP32. The rounded operands:
+//   k̂, q̂          in k·k, q·k, S0ᵀk and qᵀS0
+//   S0             in S0ᵀk and qᵀS0
+//   T, U           in D = T·U, with U = β ⊙ (v − e^γ ⊙ S0ᵀk) formed in FP32
+//   P, D           in P·D, with P[t][i] = e^{γ_t−γ_i} q·k formed in FP32
+//   e^{γ_{L−1}−γ_i} k_i (formed in FP32), D   in the state update Σ_i k_i D_iᵀ
+// and o_t = e^{γ_t} (q̂_t·S0) + Σ_i P[t][i] D_i. FP32 throughout otherwise:
+// γ and every decay, A and the forward substitution for T, the state S.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +69,7 @@ struct WorkerScratch {
     float* gamma = nullptr;  // [C]      running sum of g inside the chunk
     // Chunked paths only.
     float* kT = nullptr;     // [Kp][C]  k operands, transposed (for k·k and q·k)
-    float* kdT = nullptr;    // [Kp][C]  e^{γ_last−γ_i} k_i operands, transposed (state update)
+    float* kd = nullptr;     // [C][Kp]  e^{γ_last−γ_i} k_i operands (state update)
     float* d = nullptr;      // [C][Vp]  D = T·U
     float* kk = nullptr;     // [C][C]   k_t·k_i (shared by the task's heads)
     float* qk = nullptr;     // [C][C]   q_t·k_i (shared by the task's heads)
