@@ -86,17 +86,24 @@ private:
     size_t size_ = 0;
 };
 
+// The device the tests run on: GDN_TEST_DEVICE (default 0), made current by
+// main() before any test allocates, so the suite can run on a second GPU.
+inline int test_device() {
+    const char* env = std::getenv("GDN_TEST_DEVICE");
+    return env ? std::atoi(env) : 0;
+}
+
 inline bool device_present() {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) cudaGetLastError();
-    return e == cudaSuccess && n > 0;
+    return e == cudaSuccess && n > test_device();
 }
 
 inline gdn_caps_t cuda_caps() {
     gdn_caps_t caps;
     gdn_caps_init(&caps);
-    if (gdn_probe(GDN_BACKEND_CUDA, 0, &caps) != GDN_SUCCESS)
+    if (gdn_probe(GDN_BACKEND_CUDA, test_device(), &caps) != GDN_SUCCESS)
         throw std::runtime_error(std::string("gdn_probe(CUDA): ") + gdn_last_error());
     return caps;
 }

@@ -20,5 +20,9 @@ int main(int argc, char** argv) {
         std::printf("skipped: no device\n");
         return 77;
     }
+    if (!listing) {
+        GDN_CUDA_CHECK(cudaSetDevice(gdn_cuda_test::test_device()));
+        std::printf("device %d\n", gdn_cuda_test::test_device());
+    }
     return Catch::Session().run(argc, argv);
 }

@@ -236,9 +236,9 @@ TEST_CASE("auto reports its choice, forced sequential equals the sequential kern
 TEST_CASE("probe fills the caps from the device", "[cuda][probe]") {
     const gdn_caps_t caps = cuda_caps();
     cudaDeviceProp prop;
-    GDN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    GDN_CUDA_CHECK(cudaGetDeviceProperties(&prop, test_device()));
     CHECK(caps.backend == GDN_BACKEND_CUDA);
-    CHECK(caps.device == 0);
+    CHECK(caps.device == test_device());
     CHECK(std::string(caps.arch) == "sm_" + std::to_string(prop.major) + std::to_string(prop.minor));
     CHECK(caps.multiprocessor_count == prop.multiProcessorCount);
     CHECK(caps.warp_size == 32);
