@@ -148,12 +148,13 @@ const char* buffer_name(int b) {
 }
 
 // A struct as the library must read it: min(struct_size, sizeof) bytes over
-// zeros (zero = default for every field).
+// zeros (zero = default for every field), in whole 8-byte units (no gdn.h
+// size is anything else; a size between them must not tear a pointer).
 template <class T>
 T effective(const T& given) {
     T eff;
     std::memset(static_cast<void*>(&eff), 0, sizeof eff);
-    const size_t n = std::min(given.struct_size, sizeof(T));
+    const size_t n = std::min(given.struct_size, sizeof(T)) / alignof(T) * alignof(T);
     std::memcpy(static_cast<void*>(&eff), static_cast<const void*>(&given), n);
     return eff;
 }
@@ -485,10 +486,10 @@ void Harness::layouts() {
         L.extent = L.negative ? 0 : i128(T_ - 1) * L.token + i128(L.heads - 1) * L.head + L.dim;
     }
     const TensorCase& s = c_.state;
-    const int64_t slot = int64_t(Hv_) * K_ * V_;
+    const int64_t slot = saturate(i128(Hv_) * K_ * V_);  // raw head dims may be huge
     switch (s.stride_mode % 3) {
         case 0: tensors_.state_slot_stride = 0; break;
-        case 1: tensors_.state_slot_stride = slot + int64_t(uint64_t(s.token_stride) & 63); break;
+        case 1: tensors_.state_slot_stride = saturate(i128(slot) + int64_t(uint64_t(s.token_stride) & 63)); break;
         case 2: tensors_.state_slot_stride = s.token_stride; break;
     }
     slot_stride_ = tensors_.state_slot_stride == 0 ? slot : tensors_.state_slot_stride;
@@ -720,7 +721,7 @@ void Harness::derive_faults() {
                 break;
             }
     }
-    const int64_t slot = int64_t(Hv_) * K_ * V_;
+    const int64_t slot = saturate(i128(Hv_) * K_ * V_);
     if (e.state_slot_stride < 0) fatal("state_slot_stride < 0");
     slot_stride_ = e.state_slot_stride == 0 ? slot : e.state_slot_stride;
     if (slots_ > 1 && slot_stride_ < slot) fatal("state_slot_stride < one slot");

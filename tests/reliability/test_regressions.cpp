@@ -1,10 +1,11 @@
 // Regression tests for what the fuzz harness found in host-side validation
 // (src/common/validate.cpp), each spelled out; the inputs themselves are also
-// replayed from tests/reliability/corpus (seeds 19, 20, 37, 38). Before the
-// fix: an out-of-bounds write (ASan), a write into an input, and two signed
-// 64-bit overflows (UBSan).
+// replayed from tests/reliability/regressions. Before the fixes: an
+// out-of-bounds write (ASan), a write into an input, signed 64-bit overflows
+// and enum loads of -1 (UBSan), and gdn_workspace_size looping for minutes.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -128,4 +129,79 @@ TEST_CASE("regression: a state pool spanning more than 2^63 elements is rejected
     gdn_tensors_t t = s.h.tensors;
     t.state_slot_stride = int64_t(1) << 62;  // 3 slots: 2 x 2^62 wraps int64
     s.expect_rejected(t, "state_slot_stride (4611686018427387904) span more than 2^63 elements");
+}
+
+TEST_CASE("regression: an absurd caps->multiprocessor_count is rejected at once (was minutes of looping)",
+          "[reliability][regression]") {
+    Small s;
+    gdn_caps_t caps = s.caps;
+    caps.multiprocessor_count = 0x7FFFFFFF;
+    size_t bytes = 7;
+    CHECK(gdn_workspace_size(&caps, &s.h.problem, &bytes) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("caps->multiprocessor_count (2147483647)") != std::string::npos);
+    CHECK(bytes == 7);
+    // The largest count accepted still sizes quickly.
+    caps.multiprocessor_count = 1 << 16;
+    CHECK(gdn_workspace_size(&caps, &s.h.problem, &bytes) == GDN_SUCCESS);
+    CHECK(bytes > 0);
+}
+
+TEST_CASE("regression: enum fields and arguments holding -1 are rejected by name (was undefined behaviour)",
+          "[reliability][regression]") {
+    Small s;
+    const int32_t minus_one = -1;
+    gdn_problem_t p = s.h.problem;
+    std::memcpy(&p.input_dtype, &minus_one, 4);  // as a C caller can store it
+    size_t bytes = 0;
+    CHECK(gdn_workspace_size(&s.caps, &p, &bytes) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("problem.input_dtype (-1)") != std::string::npos);
+    p = s.h.problem;
+    std::memcpy(&p.precision, &minus_one, 4);
+    CHECK(gdn_workspace_size(&s.caps, &p, &bytes) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("problem.precision (-1)") != std::string::npos);
+    gdn_caps_t caps = s.caps;
+    std::memcpy(&caps.backend, &minus_one, 4);
+    CHECK(gdn_workspace_size(&caps, &s.h.problem, &bytes) == GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("caps->backend (-1)") != std::string::npos);
+}
+
+TEST_CASE("regression: out strides spanning past 2^63 are rejected before the overlap test (was signed overflow)",
+          "[reliability][regression]") {
+    Small s;
+    gdn_tensors_t t = s.h.tensors;
+    t.out_token_stride = int64_t(1) << 62;  // the overlap test multiplied 2^62 x 2 heads
+    t.out_head_stride = int64_t(1) << 62;
+    s.expect_rejected(t, "out: strides (4611686018427387904, 4611686018427387904) span more than 2^63 elements");
+}
+
+TEST_CASE("regression: a tensors.struct_size that cuts a pointer in two reads whole fields only (was a wild read)",
+          "[reliability][regression]") {
+    Small s;
+    // 202 bytes end 2 bytes into state_indices: the library must not use
+    // those 2 bytes as a pointer. Read in whole 8-byte units, the struct ends
+    // before state_indices, which then defaults to NULL (sequence i, slot i),
+    // as do the fields after it.
+    std::vector<int32_t> slots = {1, 0};
+    gdn_tensors_t t = s.h.tensors;
+    t.state_indices = slots.data();
+    t.struct_size = offsetof(gdn_tensors_t, state_indices) + 2;
+    REQUIRE(t.struct_size == 202);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    CHECK(gdn_select_path(&s.caps, &s.h.problem, &t, &info) == GDN_SUCCESS);
+    CHECK(gdn_chunked_recurrence(&s.caps, &s.h.problem, &t, s.h.workspace, s.h.workspace_bytes, nullptr) ==
+          GDN_SUCCESS);
+    // Same bits as the same call with the fields from state_indices on left
+    // out (start_from_zero included).
+    const std::vector<unsigned char> torn = s.h.out;
+    const std::vector<float> torn_state = s.h.state;
+    gdn_tensors_t u = s.h.tensors;
+    u.state_indices = nullptr;
+    u.start_from_zero = nullptr;
+    s.h.state = s.h.state_init;
+    u.state = s.h.state.data();
+    REQUIRE(gdn_chunked_recurrence(&s.caps, &s.h.problem, &u, s.h.workspace, s.h.workspace_bytes, nullptr) ==
+            GDN_SUCCESS);
+    CHECK(torn == s.h.out);
+    CHECK(torn_state == s.h.state);
 }
