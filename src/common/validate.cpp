@@ -13,6 +13,7 @@ namespace {
 
 constexpr int64_t kMaxTokens = int64_t(1) << 31;  // cu_seqlens is int32
 constexpr int32_t kMaxHeadDim = 1024;
+constexpr int32_t kMaxMultiprocessors = 1 << 16;
 
 // Copies min(struct_size, sizeof) bytes over a defaulted struct.
 template <class T>
@@ -30,8 +31,13 @@ gdn_status_t read_versioned(const T* in, const char* name, size_t min_size, T* o
                     "against a newer gdn.h (library version {}.{}.{})",
                     name, size, sizeof(T), GDN_VERSION_MAJOR, GDN_VERSION_MINOR,
                     GDN_VERSION_PATCH);
+    // Whole 8-byte units only: every gdn.h's sizes are multiples of 8 (each
+    // struct holds a size_t), and a size between them must not hand the
+    // backend half a pointer (found by the fuzzer: tensors.struct_size 202
+    // tore state_indices into 0xe250, read by the CPU backend).
+    const size_t whole = size / alignof(T) * alignof(T);
     std::memset(static_cast<void*>(out), 0, sizeof(T));
-    std::memcpy(static_cast<void*>(out), static_cast<const void*>(in), size);
+    std::memcpy(static_cast<void*>(out), static_cast<const void*>(in), whole);
     out->struct_size = sizeof(T);
     return GDN_SUCCESS;
 }
@@ -86,26 +92,27 @@ gdn_status_t check_tensor(const TensorSpec& t, int64_t tokens, Strides* out, boo
     if (tokens > 1 && s.token < t.dim)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "{}.token_stride ({}) < its row ({} elements)", t.name,
                     s.token, t.dim);
-    if (written && t.heads > 1 && tokens > 1) {
-        // Rows written must not overlap: the larger stride steps over the
-        // whole span of the smaller one.
-        const bool head_inner = s.head <= s.token;
-        const int64_t inner = head_inner ? s.head : s.token;
-        const int64_t inner_count = head_inner ? t.heads : tokens;
-        const int64_t outer = head_inner ? s.token : s.head;
-        if (outer < inner * inner_count)
-            return fail(GDN_ERROR_INVALID_ARGUMENT,
-                        "{}: token_stride ({}) and head_stride ({}) make rows overlap ({} heads, "
-                        "{} tokens)",
-                        t.name, s.token, s.head, t.heads, tokens);
-    }
     // The largest element offset must fit in 63 bits (it does for any sane
-    // stride, but an absurd one must not wrap).
+    // stride, but an absurd one must not wrap). Checked first: the overlap
+    // test below multiplied absurd strides (found by the fuzzer).
     const double span = double(tokens - 1) * double(s.token) + double(t.heads - 1) * double(s.head) +
                         double(t.dim);
     if (span > 9.0e18)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "{}: strides ({}, {}) span more than 2^63 elements",
                     t.name, s.token, s.head);
+    if (written && t.heads > 1 && tokens > 1) {
+        // Rows written must not overlap: the larger stride steps over the
+        // whole span of the smaller one (outer >= inner * count, by division).
+        const bool head_inner = s.head <= s.token;
+        const int64_t inner = head_inner ? s.head : s.token;
+        const int64_t inner_count = head_inner ? t.heads : tokens;
+        const int64_t outer = head_inner ? s.token : s.head;
+        if (outer / inner_count < inner)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "{}: token_stride ({}) and head_stride ({}) make rows overlap ({} heads, "
+                        "{} tokens)",
+                        t.name, s.token, s.head, t.heads, tokens);
+    }
     *out = s;
     return GDN_SUCCESS;
 }
@@ -155,6 +162,14 @@ gdn_status_t read_caps(const gdn_caps_t* in, gdn_caps_t* out) {
         return fail(GDN_ERROR_INVALID_ARGUMENT,
                     "caps->multiprocessor_count ({}) < 1: caps not filled by gdn_probe()?",
                     out->multiprocessor_count);
+    // No device has more (GPUs: a few hundred SMs; the CPU probe caps its
+    // workers at 1024). The CPU backend sizes one scratch per worker, so an
+    // absurd count made gdn_workspace_size loop for minutes (found by the
+    // fuzzer: 2^31 - 1, a 10 s timeout).
+    if (out->multiprocessor_count > kMaxMultiprocessors)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "caps->multiprocessor_count ({}) > {}: caps not filled by gdn_probe()?",
+                    out->multiprocessor_count, kMaxMultiprocessors);
     if (out->warp_size < 1)
         return fail(GDN_ERROR_INVALID_ARGUMENT,
                     "caps->warp_size ({}) < 1: caps not filled by gdn_probe()?", out->warp_size);
