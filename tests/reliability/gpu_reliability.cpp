@@ -195,7 +195,7 @@ std::vector<rel::Config> mixed_configs(int n) {
             c.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS | GDN_FLAG_OUTPUT_NORM;
         if (i == 6) c.layout = GDN_STATE_VK;
         if (i == 4) c.mapping = GDN_HEADS_INTERLEAVED;
-        if (i == 7) c.T = 64, c.seqs = 64;  // a decode batch: one token per sequence
+        if (i == 7) c.T = 64, c.seqs = 64;  // 64 sequences, many of them empty
         v.push_back(c);
     }
     return v;
@@ -603,8 +603,9 @@ void offsets_past_2_31() {
             std::printf("  %s, head %d: out max|diff|/max|ref| %.3g (worst at token %lld; %lld of its elements "
                         "past 2^31), state %.3g\n",
                         r.name, heads[i], max_diff / max_ref, (long long)at, (long long)past, smax_diff / smax_ref);
-            // bf16 out: the FP32 bound plus half a bf16 ulp (2^-9 of a value <= max|ref|).
-            expect(max_diff <= (2e-6 + 0.5 / 256) * max_ref,
+            // bf16 out: the FP32 bound plus bf16's rounding (half an ulp: at
+            // most 2^-8 of a value, so of max|ref|).
+            expect(max_diff <= (1e-5 + 1.0 / 256) * max_ref,
                    std::string(r.name) + ", head " + std::to_string(heads[i]) + ": out differs from FP64");
             expect(smax_diff <= 1e-4 * smax_ref,
                    std::string(r.name) + ", head " + std::to_string(heads[i]) + ": state differs from FP64");
