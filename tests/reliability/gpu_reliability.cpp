@@ -4,9 +4,10 @@
 //                       workspace, calling at once give the bits of serial calls
 //   first-call-race     16 threads whose first gdn calls (probe, the per-device
 //                       setup, a run) start at one moment; caps and bits agree
-//   invalid-stream      a destroyed stream is GDN_ERROR_DEVICE with the
-//                       runtime's message, nothing written; later calls on a
-//                       healthy stream (and the default one) work, same bits
+//   (no invalid-stream check: on an H200, 2026-11-29, a destroyed stream
+//   crashed inside the CUDA runtime and a stream of another device was
+//   accepted by the launch, so neither surfaces as a status; see
+//   docs/reliability.md)
 //   validate-mode       GDN_FLAG_VALIDATE rejects each bad device-side array
 //                       (cu_seqlens order / start / end / max_seqlen, a slot out
 //                       of range, a slot named twice) with a message and writes
@@ -47,6 +48,11 @@ namespace {
 int g_device = 0;
 
 // A failed CUDA call or a violated expectation ends the check.
+// A check that cannot run on this machine (e.g. it needs a second GPU).
+struct Skipped : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 struct CheckFailed : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
@@ -311,56 +317,6 @@ void first_call_race() {
                 serial_caps.arch, serial_caps.multiprocessor_count);
 }
 
-void invalid_stream() {
-    CUDA_OK(cudaSetDevice(g_device));
-    const gdn_caps_t caps = cuda_caps();
-    for (gdn_algorithm_t algo : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED}) {
-        rel::Config c;
-        c.T = 600, c.seqs = 2, c.Hk = 2, c.Hv = 4, c.K = c.V = 128, c.algorithm = algo;
-        rel::HostCase h(c);
-        DeviceCase d(h, caps);
-        expect(d.run(caps, nullptr, false) == GDN_SUCCESS, std::string("healthy run: ") + gdn_last_error());
-        const std::vector<unsigned char> good = d.bits(nullptr);
-
-        // Known contents in out and state, then a call on a destroyed stream.
-        CUDA_OK(cudaMemcpy(d.state.data(), d.state_init.data(), d.state.bytes(), cudaMemcpyDeviceToDevice));
-        CUDA_OK(cudaMemset(d.out.data(), 0x7F, d.out.bytes()));
-        CUDA_OK(cudaDeviceSynchronize());
-        const std::vector<unsigned char> out0 = d.out.download(), state0 = d.state.download();
-        cudaStream_t dead = nullptr;
-        CUDA_OK(cudaStreamCreate(&dead));
-        CUDA_OK(cudaStreamDestroy(dead));
-        gdn_status_t st = GDN_SUCCESS;
-        try {
-            st = gdn_chunked_recurrence(&caps, &h.problem, &d.tensors, d.ws.data(), d.ws_bytes, dead);
-        } catch (...) {
-            throw CheckFailed("an exception crossed the C ABI");
-        }
-        const std::string msg = gdn_last_error();
-        std::printf("  %s, destroyed stream: status %d, \"%s\"\n", algo == GDN_ALGO_SEQUENTIAL ? "sequential" : "chunked",
-                    int(st), msg.c_str());
-        expect(st == GDN_ERROR_DEVICE, "a destroyed stream gave status " + std::to_string(int(st)) + ": " + msg);
-        expect(msg.find("cudaError") != std::string::npos, "the message lacks the runtime's error: " + msg);
-        CUDA_OK(cudaDeviceSynchronize());
-        // The first launch failed: nothing ran, nothing was written.
-        expect(d.out.download() == out0, "out written by a call that failed");
-        expect(d.state.download() == state0, "state written by a call that failed");
-        // No error left behind for the caller's next CUDA call.
-        expect(cudaGetLastError() == cudaSuccess, "a CUDA error is still pending after the failed call");
-
-        // Later calls on a healthy stream and on the default stream work.
-        cudaStream_t healthy = nullptr;
-        CUDA_OK(cudaStreamCreate(&healthy));
-        st = d.run(caps, healthy, true);
-        expect(st == GDN_SUCCESS, std::string("run on a healthy stream after the fault: ") + gdn_last_error());
-        expect(first_difference(d.bits(healthy), good).empty(), "bits after the fault differ");
-        CUDA_OK(cudaStreamDestroy(healthy));
-        expect(d.run(caps, nullptr, false) == GDN_SUCCESS, std::string("default stream: ") + gdn_last_error());
-        expect(first_difference(d.bits(nullptr), good).empty(), "bits on the default stream differ");
-        expect(d.out.guards_intact() && d.state.guards_intact(), "a guard band was written");
-    }
-}
-
 void validate_mode() {
     CUDA_OK(cudaSetDevice(g_device));
     const gdn_caps_t caps = cuda_caps();
@@ -621,7 +577,6 @@ const Check kChecks[] = {
     // The race first: with no argument it is then still the first gdn call.
     {"first-call-race", first_call_race},
     {"concurrent-streams", concurrent_streams},
-    {"invalid-stream", invalid_stream},
     {"validate-mode", validate_mode},
     {"offsets-past-2-31", offsets_past_2_31},
 };
@@ -659,15 +614,20 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, g_device) == cudaSuccess)
         std::printf("device %d: %s (sm_%d%d)\n", g_device, prop.name, prop.major, prop.minor);
-    int failed = 0;
+    int failed = 0, ran = 0, skipped = 0;
     for (const Check& c : kChecks) {
         if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) continue;
         const auto t0 = std::chrono::steady_clock::now();
         std::printf("%s\n", c.name);
         std::fflush(stdout);
         std::string error;
+        ++ran;
         try {
             c.run();
+        } catch (const Skipped& ex) {
+            std::printf("skipped: %s: %s\n", c.name, ex.what());
+            ++skipped;
+            continue;
         } catch (const std::exception& ex) {
             error = ex.what();
         }
@@ -680,5 +640,6 @@ int main(int argc, char** argv) {
         }
         std::fflush(stdout);
     }
-    return failed ? 1 : 0;
+    if (failed) return 1;
+    return ran > 0 && skipped == ran ? 77 : 0;  // all skipped: not a pass
 }
