@@ -629,13 +629,17 @@ void Harness::set_pointers() {
             default: return true;
         }
     };
+    void* p[kNumBuffers] = {};
     auto resolve = [&](int b, uint8_t mode, uint8_t alias) -> void* {
         switch (mode % 8) {
             case 4: return nullptr;
             case 6: {  // alias: point at the start of another buffer
                 const int target = alias % kNumBuffers;
                 if (target == b) return own[b];
-                if (b == kOut || b == kBufState) return certainly_read(target) ? own[target] : own[b];
+                // Over what the target tensor really reads (resolved first:
+                // it may itself alias another buffer; found by the fuzzer).
+                if (b == kOut || b == kBufState)
+                    return certainly_read(target) && p[target] ? p[target] : own[b];
                 // A read-only tensor may share a buffer it fits in (q and k,
                 // say), and is then legitimately read; over out or state it
                 // is a fault.
@@ -645,15 +649,15 @@ void Harness::set_pointers() {
             default: return own[b];  // modes 5 and 7 are in the buffer's misalignment
         }
     };
-    void* p[kNumBuffers] = {};
-    for (int i = 0; i < kNumStrided; ++i) p[i] = resolve(i, c_.tensor[i].ptr_mode, c_.tensor[i].alias);
-    p[kBufState] = resolve(kBufState, c_.state.ptr_mode, c_.state.alias);
-    for (int j = 0; j < 3; ++j) p[kBufALog + j] = resolve(kBufALog + j, c_.param_ptr_mode[j], uint8_t(j));
-    // With tiny buffers the arrays hold the pattern, so they are passed
-    // only when the run can fail before reading them.
+    // What is read first, then what is written (out, state) over it.
     p[kBufCuSeqlens] = c_.cu_mode % 5 == 0 ? nullptr : own[kBufCuSeqlens];
     p[kBufStateIndices] = c_.idx_mode % 5 == 0 ? nullptr : own[kBufStateIndices];
     p[kBufStartFromZero] = c_.sfz_mode % 3 == 0 ? nullptr : own[kBufStartFromZero];
+    for (int j = 0; j < 3; ++j) p[kBufALog + j] = resolve(kBufALog + j, c_.param_ptr_mode[j], uint8_t(j));
+    for (int i = 0; i < kNumStrided; ++i)
+        if (i != kOut) p[i] = resolve(i, c_.tensor[i].ptr_mode, c_.tensor[i].alias);
+    p[kOut] = resolve(kOut, c_.tensor[kOut].ptr_mode, c_.tensor[kOut].alias);
+    p[kBufState] = resolve(kBufState, c_.state.ptr_mode, c_.state.alias);
 
     tensors_.q = p[kQ];
     tensors_.k = p[kK];

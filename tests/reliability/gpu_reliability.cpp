@@ -8,6 +8,10 @@
 //   crashed inside the CUDA runtime and a stream of another device was
 //   accepted by the launch, so neither surfaces as a status; see
 //   docs/reliability.md)
+//   launch-failure      launches the runtime refuses (legacy stream during a
+//                       blocking stream's capture; VALIDATE on a capturing
+//                       stream) are GDN_ERROR_DEVICE with its message, nothing
+//                       written, and later calls work with the same bits
 //   validate-mode       GDN_FLAG_VALIDATE rejects each bad device-side array
 //                       (cu_seqlens order / start / end / max_seqlen, a slot out
 //                       of range, a slot named twice) with a message and writes
@@ -244,10 +248,11 @@ void concurrent_streams() {
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             cudaStream_t stream = nullptr;
+            bool ready = cudaSetDevice(g_device) == cudaSuccess &&
+                         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+            start.wait();  // every thread arrives, ready or not: no deadlock
             try {
-                CUDA_OK(cudaSetDevice(g_device));
-                CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-                start.wait();
+                expect(ready, "cudaSetDevice / cudaStreamCreateWithFlags failed");
                 for (int r = 0; r < kRepeats; ++r) {
                     DeviceCase& d = *cases[size_t(t)];
                     const gdn_status_t st = d.run(caps, stream, r % 2 == 1);
@@ -283,10 +288,11 @@ void first_call_race() {
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             cudaStream_t stream = nullptr;
+            bool ready = cudaSetDevice(g_device) == cudaSuccess &&
+                         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+            start.wait();  // every thread arrives, ready or not: no deadlock
             try {
-                CUDA_OK(cudaSetDevice(g_device));
-                CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-                start.wait();
+                expect(ready, "cudaSetDevice / cudaStreamCreateWithFlags failed");
                 gdn_caps_init(&caps[size_t(t)]);
                 const gdn_status_t st = gdn_probe(GDN_BACKEND_CUDA, g_device, &caps[size_t(t)]);
                 expect(st == GDN_SUCCESS, std::string("gdn_probe: ") + gdn_last_error());
@@ -315,6 +321,69 @@ void first_call_race() {
     }
     std::printf("  %d threads: first probe + setup + run at once; caps and bits = serial (%s, %d SMs)\n", kThreads,
                 serial_caps.arch, serial_caps.multiprocessor_count);
+}
+
+// A launch the runtime refuses, without a dangling handle: while a blocking
+// stream is being captured, work on the legacy default stream would depend on
+// it implicitly, and the runtime refuses the launch
+// (cudaErrorStreamCaptureImplicit). And GDN_FLAG_VALIDATE on a capturing
+// stream (its copy to the host and its synchronisation cannot be captured).
+// Both must be GDN_ERROR_DEVICE with the runtime's message, write nothing,
+// leave no error pending, and later calls must work with the same bits.
+void launch_failure() {
+    CUDA_OK(cudaSetDevice(g_device));
+    const gdn_caps_t caps = cuda_caps();
+    for (gdn_algorithm_t algo : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED}) {
+        const char* path = algo == GDN_ALGO_SEQUENTIAL ? "sequential" : "chunked";
+        rel::Config c;
+        c.T = 600, c.seqs = 2, c.Hk = 2, c.Hv = 4, c.K = c.V = 128, c.algorithm = algo;
+        rel::HostCase h(c);
+        DeviceCase d(h, caps);
+        expect(d.run(caps, nullptr, false) == GDN_SUCCESS, std::string("healthy run: ") + gdn_last_error());
+        const std::vector<unsigned char> good = d.bits(nullptr);
+
+        for (int variant = 0; variant < 2; ++variant) {
+            const char* what = variant == 0 ? "legacy stream while a blocking stream captures"
+                                            : "GDN_FLAG_VALIDATE on a capturing stream";
+            CUDA_OK(cudaMemcpy(d.state.data(), d.state_init.data(), d.state.bytes(), cudaMemcpyDeviceToDevice));
+            CUDA_OK(cudaMemset(d.out.data(), 0x7F, d.out.bytes()));
+            CUDA_OK(cudaDeviceSynchronize());
+            const std::vector<unsigned char> out0 = d.out.download(), state0 = d.state.download();
+            cudaStream_t capturing = nullptr;
+            CUDA_OK(cudaStreamCreate(&capturing));  // blocking: syncs with the legacy stream
+            CUDA_OK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeRelaxed));
+            gdn_problem_t p = h.problem;
+            if (variant == 1) p.flags |= GDN_FLAG_VALIDATE;
+            const gdn_status_t st = gdn_chunked_recurrence(&caps, &p, &d.tensors, d.ws.data(), d.ws_bytes,
+                                                           variant == 0 ? nullptr : capturing);
+            const std::string msg = gdn_last_error();
+            cudaGraph_t graph = nullptr;
+            const cudaError_t end = cudaStreamEndCapture(capturing, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            const cudaError_t left = cudaGetLastError();  // the capture's own error, if any
+            CUDA_OK(cudaStreamDestroy(capturing));
+            std::printf("  %s, %s: status %d, \"%s\" (end of capture: %s; then pending: %s)\n", path, what, int(st),
+                        msg.c_str(), cudaGetErrorName(end), cudaGetErrorName(left));
+            const std::string who = std::string(path) + ", " + what;
+            expect(st == GDN_ERROR_DEVICE, who + ": status " + std::to_string(int(st)) + ": " + msg);
+            expect(msg.find("cudaError") != std::string::npos, who + ": the message lacks the runtime's error: " + msg);
+            CUDA_OK(cudaDeviceSynchronize());
+            expect(d.out.download() == out0, who + ": out written by a call that failed");
+            expect(d.state.download() == state0, who + ": state written by a call that failed");
+
+            // Later calls on a new stream and on the default stream work.
+            cudaStream_t healthy = nullptr;
+            CUDA_OK(cudaStreamCreate(&healthy));
+            gdn_status_t again = d.run(caps, healthy, true);
+            expect(again == GDN_SUCCESS, who + ": the next call failed: " + gdn_last_error());
+            expect(first_difference(d.bits(healthy), good).empty(), who + ": bits after the fault differ");
+            CUDA_OK(cudaStreamDestroy(healthy));
+            again = d.run(caps, nullptr, false);
+            expect(again == GDN_SUCCESS, who + ": the default stream failed after: " + gdn_last_error());
+            expect(first_difference(d.bits(nullptr), good).empty(), who + ": default-stream bits differ");
+        }
+        expect(d.out.guards_intact() && d.state.guards_intact(), "a guard band was written");
+    }
 }
 
 void validate_mode() {
@@ -577,6 +646,7 @@ const Check kChecks[] = {
     // The race first: with no argument it is then still the first gdn call.
     {"first-call-race", first_call_race},
     {"concurrent-streams", concurrent_streams},
+    {"launch-failure", launch_failure},
     {"validate-mode", validate_mode},
     {"offsets-past-2-31", offsets_past_2_31},
 };
