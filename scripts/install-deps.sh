@@ -2,11 +2,11 @@
 # Installs what building and testing gdn needs from Debian's packages (12,
 # bookworm). Without arguments: the CPU build and its tests. --all adds the
 # HIP toolchain (clang-19, ROCm device libraries: the HIP backend's build
-# checks) and the ABI tools. Installs only what is missing.
+# checks), the ABI tools and the fuzzer runtime. Installs only what is missing.
 set -euo pipefail
 pkgs=(cmake g++ make catch2 libfmt-dev pkg-config)
 if [[ "${1:-}" == "--all" ]]; then
-  pkgs+=(clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs clang-tools-19 abigail-tools binutils python3)
+  pkgs+=(clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs clang-tools-19 abigail-tools binutils python3 libclang-rt-19-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
