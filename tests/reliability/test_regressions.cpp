@@ -104,9 +104,16 @@ TEST_CASE("regression: state over z (output norm) is rejected (was a write into 
           "[reliability][regression]") {
     Small s;
     s.h.problem.flags = GDN_FLAG_OUTPUT_NORM;
+    // One buffer holding z and, from its start, the state pool (larger than
+    // z: inside s.h.z it would reach whatever the heap put next to it).
+    std::vector<float> room(s.h.z.size() / 4 + s.h.state.size(), 0.0f);
+    std::memcpy(room.data(), s.h.z.data(), s.h.z.size());
     gdn_tensors_t t = s.h.tensors;
-    t.state = reinterpret_cast<float*>(s.h.z.data());
+    t.z = room.data();
+    t.state = room.data();
+    const std::vector<float> before = room;
     s.expect_rejected(t, "tensors.state overlaps tensors.z");
+    CHECK(room == before);
 }
 
 TEST_CASE("regression: a packed token stride that overflows 64 bits is rejected (was signed overflow)",
