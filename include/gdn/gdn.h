@@ -22,7 +22,8 @@
  *     pointers must stay valid until that work completes.
  *   - Structs begin with `size_t struct_size`. Initialise each with its
  *     gdn_*_init() function (zero = default for every field), then set what you
- *     need. The library reads min(struct_size, its sizeof) bytes and defaults
+ *     need. The library reads min(struct_size, its sizeof) bytes (in whole
+ *     8-byte units: every struct size is a multiple of 8) and defaults
  *     the rest, so a program built against an older header keeps working; a
  *     struct_size larger than the library knows is rejected (the caller
  *     expects fields this library would ignore).
