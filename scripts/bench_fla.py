@@ -8,7 +8,7 @@ ABI with ctypes (libgdn.so from a CUDA build); fla must be importable (its
 wheels on PYTHONPATH). Shapes: H_k = 16, H_v = 48, K = V = 128, one sequence
 (prompt) or N sequences of one token (decode), FP32 state.
 
-usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.1.0 [--quick]
+usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.2.0 [--quick]
 """
 import argparse
 import ctypes

@@ -423,6 +423,80 @@ TEST_CASE("forced chunked where no chunked path runs is an error that says why",
     CHECK(std::string(gdn_last_error()).find("gfx1030") != std::string::npos);
 }
 
+TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its precision",
+          "[validation][dispatch]") {
+    Fixture f;
+    // Caps of an H200 (made by hand: the policy is pure).
+    gdn_caps_t c = f.caps;
+    c.backend = GDN_BACKEND_CUDA;
+    std::snprintf(c.arch, sizeof c.arch, "sm_90");
+    c.compute_major = 9;
+    c.compute_minor = 0;
+    c.multiprocessor_count = 132;
+    c.shared_mem_per_block_optin = 232448;
+    c.shared_mem_per_multiprocessor = 233472;
+    gdn_problem_t p = f.problem;
+    p.num_seqs = 1;
+    p.num_tokens = 4096;
+    p.num_k_heads = 16;
+    p.num_v_heads = 48;
+    p.head_dim_k = p.head_dim_v = 128;
+    p.num_state_slots = 1;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    // The default precision (FP32) never takes it.
+    REQUIRE(gdn_select_path(&c, &p, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+    CHECK(info.precision == GDN_PRECISION_FP32);
+    const gdn_precision_t allowed[] = {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16, GDN_PRECISION_FP16};
+    for (gdn_precision_t precision : allowed) {
+        p.precision = precision;
+        p.algorithm = GDN_ALGO_AUTO;
+        REQUIRE(gdn_select_path(&c, &p, nullptr, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == precision);
+        CHECK(info.chunk_size == 32);
+        size_t tc_bytes = 0, fp32_bytes = 0;
+        const gdn_status_t ws = gdn_workspace_size(&c, &p, &tc_bytes);
+        if (ws != GDN_ERROR_BACKEND_UNAVAILABLE) {  // a build without the CUDA backend
+            REQUIRE(ws == GDN_SUCCESS);
+            gdn_problem_t fp32 = p;
+            fp32.precision = GDN_PRECISION_FP32;
+            REQUIRE(gdn_workspace_size(&c, &fp32, &fp32_bytes) == GDN_SUCCESS);
+            CHECK(tc_bytes == fp32_bytes);  // same prep scratch
+            CHECK(tc_bytes > 0);
+        }
+        // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
+        gdn_problem_t short_p = p;
+        short_p.num_tokens = 64;
+        REQUIRE(gdn_select_path(&c, &short_p, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+        // Forced sequential stays sequential whatever the precision.
+        gdn_problem_t seq = p;
+        seq.algorithm = GDN_ALGO_SEQUENTIAL;
+        REQUIRE(gdn_select_path(&c, &seq, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        // Pre-Ampere: forced chunked is an error that says why.
+        gdn_caps_t turing = c;
+        std::snprintf(turing.arch, sizeof turing.arch, "sm_75");
+        turing.compute_major = 7;
+        turing.compute_minor = 5;
+        gdn_problem_t forced = p;
+        forced.algorithm = GDN_ALGO_CHUNKED;
+        CHECK(gdn_select_path(&turing, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+        CHECK(std::string(gdn_last_error()).find("sm_80") != std::string::npos);
+    }
+    // The CPU backend serves TF32X3 with its FP32 path (more accurate).
+    gdn_problem_t cpu_p = p;
+    cpu_p.precision = GDN_PRECISION_TF32X3;
+    cpu_p.algorithm = GDN_ALGO_CHUNKED;
+    REQUIRE(gdn_select_path(&f.caps, &cpu_p, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+    CHECK(info.precision == GDN_PRECISION_FP32);
+}
+
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");
     CHECK(std::string(gdn_status_string(GDN_ERROR_INVALID_ARGUMENT)) == "invalid argument");

@@ -54,7 +54,7 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 1
+#define GDN_VERSION_MINOR 2
 #define GDN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
@@ -132,8 +132,10 @@ typedef enum gdn_algorithm_t {
 typedef enum gdn_precision_t {
     GDN_PRECISION_FP32 = 0,   /* FP32 operands and accumulation */
     GDN_PRECISION_TF32X3 = 1, /* near-FP32 tensor-core products (split operands) */
-    GDN_PRECISION_FP16 = 2,   /* FP16 operands, FP32 accumulation (HIP gfx11 WMMA, CPU emulation) */
-    GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation */
+    GDN_PRECISION_FP16 = 2,   /* FP16 operands, FP32 accumulation (HIP gfx11 WMMA, CUDA tensor
+                                 cores, CPU emulation) */
+    GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation (CUDA tensor cores; elsewhere
+                                 served by a more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 
@@ -144,6 +146,9 @@ typedef enum gdn_path_t {
     GDN_PATH_CHUNKED_FP32 = 2,        /* WY form, C = 32, all FP32 (CPU, CUDA) */
     GDN_PATH_CHUNKED_LOWP_C16 = 3,    /* WY form, C = 16, FP16/BF16 operands, FP32 accumulation
                                          (HIP gfx11 WMMA; CPU emulation of the same numerics) */
+    GDN_PATH_CHUNKED_TC = 4,          /* WY form, C = 32, FP32 prep and state; the state products
+                                         on tensor cores with BF16/FP16 operands or 3xTF32 split
+                                         operands, FP32 accumulation (CUDA sm_80+); since 0.2 */
     GDN_PATH_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_path_t;
 

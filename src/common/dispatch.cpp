@@ -40,9 +40,13 @@ std::string cpu_chunked(const Shape& s, PathChoice* c) {
 }
 
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
-    c->path = GDN_PATH_CHUNKED_FP32;
+    // FP32 (the default) keeps every product in FP32; any other precision the
+    // caller allows takes the tensor-core scan with those operands (TF32X3:
+    // split operands, within ~1e-6 of FP32).
+    const bool tc = s.precision != GDN_PRECISION_FP32;
+    c->path = tc ? GDN_PATH_CHUNKED_TC : GDN_PATH_CHUNKED_FP32;
     c->chunk_size = policy::kCudaChunk;
-    c->precision = GDN_PRECISION_FP32;
+    c->precision = s.precision;
     (void)t;  // the kernels load element by element: any stride and alignment works
     if (caps.compute_major < 8)
         return fmt::format("the CUDA chunked path needs sm_80+ (cp.async); this is {}", caps.arch);
@@ -57,7 +61,7 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                            s.num_k_heads, int64_t(s.group) * s.head_dim_v,
                            int64_t(s.num_k_heads) * s.group * s.head_dim_v / 64,
                            caps.multiprocessor_count);
-    const size_t smem = std::max(policy::cuda_scan_smem_bytes(s.head_dim_k, ncol),
+    const size_t smem = std::max(policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc),
                                  policy::cuda_prep_smem_bytes(s.head_dim_k));
     if (smem > caps.shared_mem_per_block_optin)
         return fmt::format("the CUDA chunked path needs {} bytes of shared memory per block; {} "

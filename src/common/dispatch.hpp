@@ -29,9 +29,14 @@ constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 32 + 2 * 2 * 32 + 2 * 32;  /
 constexpr size_t cuda_prep_smem_bytes(int32_t K) {
     return sizeof(float) * (2 * 32 * size_t(K + 4) + 2 * 32 * 33 + 8 * 32 * 32);
 }
-constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol) {
+// The state's row stride in the scan's shared memory: the tensor-core scan
+// pads rows by 4 floats so its fragment loads hit distinct banks.
+constexpr int32_t kCudaScanStatePadTc = 4;
+constexpr int32_t cuda_scan_state_ld(int32_t ncol, bool tc) { return ncol + (tc ? kCudaScanStatePadTc : 0); }
+constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) {
     return sizeof(float) * (2 * size_t(K) * 68 + 2 * 32 * size_t(ncol) + 2 * kCudaScanPrepFloats +
-                            size_t(K) * ncol + 2 * 64 * size_t(ncol) + 2 * 32 * size_t(ncol));
+                            size_t(K) * cuda_scan_state_ld(ncol, tc) + 2 * 64 * size_t(ncol) +
+                            2 * 32 * size_t(ncol));
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads (8 * ncol threads); every block walks every chunk,

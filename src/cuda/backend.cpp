@@ -89,20 +89,25 @@ gdn_status_t check_sequential_shape(const Shape& s) {
     return GDN_SUCCESS;
 }
 
-// The decode step (one token per sequence) takes the decode kernel where its
-// 16-byte state accesses apply and the batch has enough (sequence, value head)
-// blocks for it (2 fit an SM); it gives the sequential kernel's bits, so this
-// is a speed choice only. Small batches keep the sequential kernel, which
-// splits a head's columns over 4 blocks. H200, 2026-11-29, bf16, Hv 48: at
-// N = 8 (384 blocks) the sequential kernel took 22.3 µs and the decode kernel
-// 27.3 µs; at N = 64 139 µs and 125 µs. The cut, 8 blocks per SM (N >= 22 at
-// Hv 48), lies between those two measurements.
-constexpr int64_t kDecodeBlocksPerSm = 8;
+// The decode step (max_seqlen == 1) on a [K][V] state takes the decode
+// kernel, which gives the sequential kernel's bits (the same sums in the same
+// order), so this is a speed choice only. K in {64, 128}; its accesses are
+// 4-byte, so any V the sequential kernel takes and any slot alignment and
+// stride (offsets inside a head are 32-bit: K V < 2^31).
+// kDecodeBlocksPerSm: the batches below (sequences x value heads) <
+// kDecodeBlocksPerSm x SMs keep the sequential kernel. v2's decode kernel (4
+// warps and 128 state values per thread) needed 8 (H200, 2026-11-29, Hv 48: at
+// N = 8 the sequential kernel took 22.3 µs, that kernel 27.3 µs); v3's (a
+// thread per column and part: the sequential kernel's work per thread, with
+// line-wide accesses) is expected to be at least as fast at every N, so 0.
+// Re-measure N = 1 and 8 before raising it.
+constexpr int64_t kDecodeBlocksPerSm = 0;
 bool use_decode_kernel(const gdn_caps_t& caps, const Shape& s, const Tensors& t) {
+    (void)t;
     return s.max_seqlen == 1 && s.state_layout == GDN_STATE_KV &&
-           (s.head_dim_k == 64 || s.head_dim_k == 128) && s.head_dim_v <= 128 &&
-           s.head_dim_v % 4 == 0 && reinterpret_cast<uintptr_t>(t.state) % 16 == 0 &&
-           t.state_slot_stride % 4 == 0 &&
+           (s.head_dim_k == 64 || s.head_dim_k == 128) &&
+           (!s.output_norm() || s.head_dim_v <= kSeqMaxNormV) &&
+           int64_t(s.head_dim_k) * s.head_dim_v < (int64_t(1) << 31) &&
            int64_t(s.num_seqs) * s.num_v_heads >= kDecodeBlocksPerSm * caps.multiprocessor_count;
 }
 
@@ -233,7 +238,7 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
         *bytes = 0;
         return GDN_SUCCESS;
     }
-    if (path.path != GDN_PATH_CHUNKED_FP32)
+    if (path.path != GDN_PATH_CHUNKED_FP32 && path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
     *bytes = carve_chunk_scratch(shape, nullptr).bytes;
     return GDN_SUCCESS;
@@ -243,7 +248,8 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                  const PathChoice& path, void* workspace, size_t workspace_bytes, void* stream_ptr) {
     (void)workspace_bytes;  // checked by the caller against workspace_size()
     const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-    if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32)
+    if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32 &&
+        path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend got path {}", int(path.path));
     if (path.path == GDN_PATH_SEQUENTIAL)
         if (gdn_status_t st = check_sequential_shape(shape)) return st;
@@ -282,11 +288,12 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
     const ChunkLayout l = carve_chunk_scratch(shape, workspace);
+    const ScanMode mode = scan_mode_for(path.path, path.precision);
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);
         if (cudaError_t e = launch_chunk_prep(p, l.scratch, a, b, stream))
             return device_error("launching the CUDA chunk prep kernel", e);
-        if (cudaError_t e = launch_chunk_scan(p, l.scratch, a, b, ncol, a == 0, stream))
+        if (cudaError_t e = launch_chunk_scan(p, l.scratch, a, b, ncol, mode, a == 0, stream))
             return device_error("launching the CUDA chunk scan kernel", e);
         if (shape.output_norm())
             if (cudaError_t e = launch_chunk_epilogue(p, l.scratch, a, b, stream))

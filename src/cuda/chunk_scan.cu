@@ -1,5 +1,6 @@
 // Launch code of the chunked path's scan (the kernels are in chunk_scan.cuh,
-// compiled per input element size in chunk_scan_in2.cu and chunk_scan_in4.cu)
+// compiled per mode and input element size: chunk_scan_in2.cu, chunk_scan_in4.cu,
+// chunk_scan_bf16.cu, chunk_scan_fp16.cu, chunk_scan_tf32x3.cu)
 // and the output-norm pass that follows it when GDN_FLAG_OUTPUT_NORM is set.
 #include "cuda/chunk_scan.cuh"
 
@@ -34,12 +35,43 @@ __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, con
 
 }  // namespace
 
-cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, bool zero_empty_sequences,
-                              cudaStream_t stream) {
+ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision) {
+    if (path != GDN_PATH_CHUNKED_TC) return ScanMode::kFp32;
+    switch (precision) {
+        case GDN_PRECISION_BF16: return ScanMode::kBf16;
+        case GDN_PRECISION_FP16: return ScanMode::kFp16;
+        default: return ScanMode::kTf32x3;
+    }
+}
+
+namespace {
+template <ScanMode MODE>
+cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+                        int ncol, bool zero_empty, cudaStream_t stream) {
     if (p.in_dt == GDN_DTYPE_F32)
-        return scan::launch_in<4>(p, w, window_start, window_end, ncol, zero_empty_sequences, stream);
-    return scan::launch_in<2>(p, w, window_start, window_end, ncol, zero_empty_sequences, stream);
+        return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+    return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+}
+}  // namespace
+
+cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
+                              int64_t window_end, int ncol, ScanMode mode,
+                              bool zero_empty_sequences, cudaStream_t stream) {
+    switch (mode) {
+        case ScanMode::kFp32:
+            return launch_mode<ScanMode::kFp32>(p, w, window_start, window_end, ncol,
+                                                zero_empty_sequences, stream);
+        case ScanMode::kBf16:
+            return launch_mode<ScanMode::kBf16>(p, w, window_start, window_end, ncol,
+                                                zero_empty_sequences, stream);
+        case ScanMode::kFp16:
+            return launch_mode<ScanMode::kFp16>(p, w, window_start, window_end, ncol,
+                                                zero_empty_sequences, stream);
+        case ScanMode::kTf32x3:
+            return launch_mode<ScanMode::kTf32x3>(p, w, window_start, window_end, ncol,
+                                                  zero_empty_sequences, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
@@ -50,8 +82,16 @@ cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_
 }
 
 cudaError_t set_chunk_scan_attributes(size_t smem_limit) {
-    const cudaError_t e = scan::set_attributes_in<2>(smem_limit);
-    return e != cudaSuccess ? e : scan::set_attributes_in<4>(smem_limit);
+    using F = cudaError_t (*)(size_t);
+    const F setters[] = {
+        scan::set_attributes_in<2, ScanMode::kFp32>,   scan::set_attributes_in<4, ScanMode::kFp32>,
+        scan::set_attributes_in<2, ScanMode::kBf16>,   scan::set_attributes_in<4, ScanMode::kBf16>,
+        scan::set_attributes_in<2, ScanMode::kFp16>,   scan::set_attributes_in<4, ScanMode::kFp16>,
+        scan::set_attributes_in<2, ScanMode::kTf32x3>, scan::set_attributes_in<4, ScanMode::kTf32x3>,
+    };
+    for (F set : setters)
+        if (const cudaError_t e = set(smem_limit)) return e;
+    return cudaSuccess;
 }
 
 }  // namespace gdn::cuda

@@ -16,6 +16,13 @@
 // and its T, P, γ, β, q/k factors are copied by cp.async; q̂ = qf·q and
 // k̂ = kf·k are applied to the small products, not to the rows.
 //
+// The tensor-core modes (ScanMode, GDN_PATH_CHUNKED_TC) run the two products
+// that touch the state, [S0ᵀk; S0ᵀq] and the update, as mma.sync over the
+// whole of K per warp (no K halves): a warp owns a 16 x 16 tile of the first
+// and 4 (K = 128) or 2 (K = 64) 16 x 8 tiles of the state in the update.
+// The state stays FP32 (the update's accumulator is the FP32 state itself);
+// only the operands are rounded, to BF16/FP16 or split into TF32 hi + lo.
+//
 // A window's chunks are walked in token order, across sequences: the state
 // is written to a sequence's slot after its last chunk of the window (the
 // next window reads it back) and the next sequence's is read.
@@ -23,6 +30,7 @@
 
 #include "common/dispatch.hpp"
 #include "cuda/device_common.cuh"
+#include "cuda/mma.cuh"
 
 namespace gdn::cuda {
 namespace scan {
@@ -93,7 +101,7 @@ __device__ __forceinline__ float4 add4(const float4& a, const float4& b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-template <int K, int NCOL, int IN_BYTES>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
 __global__ void __launch_bounds__(8 * NCOL, 1)
     chunk_scan_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                       int zero_empty_sequences) {
@@ -107,13 +115,15 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     constexpr int V_PER = 32 * NCOL / NT;
     static_assert(NCOL % 16 == 0 && K % 32 == 0, "tile shapes");
     static_assert(NW == (CG / 4) * 2 * 2, "warps = column blocks x row blocks x K halves");
+    constexpr bool kTc = MODE != ScanMode::kFp32;
+    constexpr int SLD = NCOL + (kTc ? policy::kCudaScanStatePadTc : 0);  // S_s row stride
 
     extern __shared__ __align__(16) float smem[];
     float* kqT = smem;                      // [2][K][kLdKQ] k (cols 0..31), q (32..63), raw, transposed
     float* v_s = kqT + 2 * K * kLdKQ;       // [2][32][NCOL]
     float* prep = v_s + 2 * 32 * NCOL;      // [2][kPrep]
-    float* S_s = prep + 2 * kPrep;          // [K][NCOL] S0
-    float* WQ = S_s + K * NCOL;             // [2 halves][64][NCOL] S0ᵀk rows (then U), S0ᵀq rows
+    float* S_s = prep + 2 * kPrep;          // [K][SLD] S0
+    float* WQ = S_s + K * SLD;              // [2 halves][64][NCOL] S0ᵀk rows (then U), S0ᵀq rows
     float* D_s = WQ + 2 * 64 * NCOL;        // [32][NCOL] D
     float* D2_s = D_s + 32 * NCOL;          // [32][NCOL] e^{γ_last−γ_i} kf_i D_i
 
@@ -226,7 +236,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const int r = e / NCOL, col = e % NCOL;
             const int32_t gc = gc0 + col;
             const float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
-            S_s[e] = zero ? 0.0f : st[state_offset(p, r, gc % p.V)];
+            S_s[r * SLD + col] = zero ? 0.0f : st[state_offset(p, r, gc % p.V)];
         }
     };
     auto store_state = [&](int32_t n) {
@@ -235,14 +245,14 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const int r = e / NCOL, col = e % NCOL;
             const int32_t gc = gc0 + col;
             float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
-            st[state_offset(p, r, gc % p.V)] = S_s[e];
+            st[state_offset(p, r, gc % p.V)] = S_s[r * SLD + col];
         }
     };
 
     // Sequences without tokens that start from zero still get a zero state
     // (the sequential path writes one too); window 0 takes care of them.
     if (zero_empty_sequences && p.start_from_zero) {
-        for (int e = tid; e < K * NCOL; e += NT) S_s[e] = 0.0f;
+        for (int e = tid; e < K * SLD; e += NT) S_s[e] = 0.0f;
         __syncthreads();
         for (int32_t n = 0; n < p.num_seqs; ++n)
             if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
@@ -275,15 +285,60 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         const float* qkf = pb + kPrepQKF;
         const int L = cur.L;
 
-        // [S0ᵀk ; S0ᵀq] over this half of K: 4 rows (tokens) x 4 columns per thread.
-        {
+        // [S0ᵀk ; S0ᵀq]: tensor cores over all of K (rows 0..63 of WQ), ...
+        if constexpr (kTc) {
+            // warp w: token tile w % 4, column tiles 2 (w / 4) and 2 (w / 4) + 1.
+            const int g = lane >> 2, tq = lane & 3;
+            const int mt = warp & 3, nt0 = 2 * (warp >> 2);
+            const float* a_p = kq + 16 * mt + g;  // A[tok][r] = kq[r * kLdKQ + tok]
+            const float* b_p = S_s + 8 * nt0 + g; // B[r][c] = S_s[r * SLD + c]
+            float acc[2][4] = {};
+            if constexpr (MODE == ScanMode::kTf32x3) {
+#pragma unroll 4
+                for (int r0 = 0; r0 < K; r0 += 8) {
+                    const float* ar = a_p + (r0 + tq) * kLdKQ;
+                    const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8]),
+                                             mma::split_tf32(ar[4 * kLdKQ]),
+                                             mma::split_tf32(ar[4 * kLdKQ + 8])};
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const float* br = b_p + (r0 + tq) * SLD + 8 * j;
+                        const mma::Split b[2] = {mma::split_tf32(br[0]), mma::split_tf32(br[4 * SLD])};
+                        mma::mma_3xtf32<IN_BYTES == 2>(acc[j], a, b);
+                    }
+                }
+            } else {
+#pragma unroll 4
+                for (int r0 = 0; r0 < K; r0 += 16) {
+                    const float* ar = a_p + (r0 + 2 * tq) * kLdKQ;
+                    const uint32_t a[4] = {mma::pack2<MODE>(ar[0], ar[kLdKQ]),
+                                           mma::pack2<MODE>(ar[8], ar[kLdKQ + 8]),
+                                           mma::pack2<MODE>(ar[8 * kLdKQ], ar[9 * kLdKQ]),
+                                           mma::pack2<MODE>(ar[8 * kLdKQ + 8], ar[9 * kLdKQ + 8])};
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const float* br = b_p + (r0 + 2 * tq) * SLD + 8 * j;
+                        const uint32_t b[2] = {mma::pack2<MODE>(br[0], br[SLD]),
+                                               mma::pack2<MODE>(br[8 * SLD], br[9 * SLD])};
+                        mma::mma16<MODE>(acc[j], a, b);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                float* out = WQ + (16 * mt + g) * NCOL + 8 * (nt0 + j) + 2 * tq;
+                *reinterpret_cast<float2*>(out) = make_float2(acc[j][0], acc[j][1]);
+                *reinterpret_cast<float2*>(out + 8 * NCOL) = make_float2(acc[j][2], acc[j][3]);
+            }
+        } else {
+            // ... or FP32 over this half of K: 4 rows (tokens) x 4 columns per thread.
             float acc[4][4] = {};
             const float* a_p = kq + half * KH * kLdKQ + 4 * rg;
-            const float* s_p = S_s + half * KH * NCOL + 4 * cg;
+            const float* s_p = S_s + half * KH * SLD + 4 * cg;
 #pragma unroll 4
             for (int r = 0; r < KH; ++r) {
                 const float4 a = *reinterpret_cast<const float4*>(a_p + r * kLdKQ);
-                const float4 s = *reinterpret_cast<const float4*>(s_p + r * NCOL);
+                const float4 s = *reinterpret_cast<const float4*>(s_p + r * SLD);
                 fma4(acc[0], a.x, s);
                 fma4(acc[1], a.y, s);
                 fma4(acc[2], a.z, s);
@@ -306,7 +361,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const float eg = expf(gb[2 * t]) * qkf[2 * t + 1];
             const float beta = gb[2 * t + 1];
             float4* wr = reinterpret_cast<float4*>(WQ + t * NCOL + 4 * cg);
-            const float4 x = add4(*wr, *reinterpret_cast<const float4*>(WQ + (64 + t) * NCOL + 4 * cg));
+            float4 x = *wr;
+            if constexpr (!kTc) x = add4(x, *reinterpret_cast<const float4*>(WQ + (64 + t) * NCOL + 4 * cg));
             const float4 v = *reinterpret_cast<const float4*>(vb + t * NCOL + 4 * cg);
             *wr = make_float4(beta * (v.x - eg * x.x), beta * (v.y - eg * x.y),
                               beta * (v.z - eg * x.z), beta * (v.w - eg * x.w));
@@ -348,9 +404,9 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             }
             if (t < L) {
                 const float f = expf(gb[2 * t]) * qkf[2 * t];
-                const float4 sq =
-                    add4(*reinterpret_cast<const float4*>(WQ + (32 + t) * NCOL + 4 * cg),
-                         *reinterpret_cast<const float4*>(WQ + (64 + 32 + t) * NCOL + 4 * cg));
+                float4 sq = *reinterpret_cast<const float4*>(WQ + (32 + t) * NCOL + 4 * cg);
+                if constexpr (!kTc)
+                    sq = add4(sq, *reinterpret_cast<const float4*>(WQ + (64 + 32 + t) * NCOL + 4 * cg));
                 const float o[4] = {fmaf(f, sq.x, acc[0]), fmaf(f, sq.y, acc[1]),
                                     fmaf(f, sq.z, acc[2]), fmaf(f, sq.w, acc[3])};
                 const int64_t tok = cur.cs + t;
@@ -377,16 +433,77 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             }
         }
 
-        // S = e^{γ_last} S + Σ_t k_t D2_t (k raw: kf is in D2), rows
-        // t_own + 32 i of the state, in registers. S_s was last read by the
-        // first product, three barriers ago.
-        {
+        // S = e^{γ_last} S + Σ_t k_t D2_t (k raw: kf is in D2). S_s was last
+        // read by the first product, three barriers ago. Tensor cores: warp w
+        // owns column tile w % (NCOL / 8) of row tiles w / (NCOL / 8) + 2 i.
+        if constexpr (kTc) {
+            const float decay = expf(gamma_last);
+            constexpr int NT8 = NCOL / 8;
+            constexpr int MSTEP = NW / NT8;
+            constexpr int MT = K / 16 / MSTEP;
+            static_assert(MSTEP * NT8 == NW && MT * MSTEP * 16 == K, "update tiles");
+            const int g = lane >> 2, tq = lane & 3;
+            const int nt = warp % NT8, mg = warp / NT8;
+            float acc[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const float* sr = S_s + (16 * (mg + MSTEP * i) + g) * SLD + 8 * nt + 2 * tq;
+                const float2 x0 = *reinterpret_cast<const float2*>(sr);
+                const float2 x1 = *reinterpret_cast<const float2*>(sr + 8 * SLD);
+                acc[i][0] = decay * x0.x;
+                acc[i][1] = decay * x0.y;
+                acc[i][2] = decay * x1.x;
+                acc[i][3] = decay * x1.y;
+            }
+            const float* d_p = D2_s + 8 * nt + g;  // B[tok][c] = D2_s[tok * NCOL + c]
+            if constexpr (MODE == ScanMode::kTf32x3) {
+#pragma unroll
+                for (int t0 = 0; t0 < 32; t0 += 8) {
+                    const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * NCOL]),
+                                             mma::split_tf32(d_p[(t0 + tq + 4) * NCOL])};
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        // A[r][tok] = kq[r * kLdKQ + tok]
+                        const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + tq;
+                        const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8 * kLdKQ]),
+                                                 mma::split_tf32(ar[4]),
+                                                 mma::split_tf32(ar[8 * kLdKQ + 4])};
+                        mma::mma_3xtf32<IN_BYTES == 2>(acc[i], a, b);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int t0 = 0; t0 < 32; t0 += 16) {
+                    const float* dr = d_p + (t0 + 2 * tq) * NCOL;
+                    const uint32_t b[2] = {mma::pack2<MODE>(dr[0], dr[NCOL]),
+                                           mma::pack2<MODE>(dr[8 * NCOL], dr[9 * NCOL])};
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + 2 * tq;
+                        const float2 a0 = *reinterpret_cast<const float2*>(ar);
+                        const float2 a1 = *reinterpret_cast<const float2*>(ar + 8 * kLdKQ);
+                        const float2 a2 = *reinterpret_cast<const float2*>(ar + 8);
+                        const float2 a3 = *reinterpret_cast<const float2*>(ar + 8 * kLdKQ + 8);
+                        const uint32_t a[4] = {mma::pack2<MODE>(a0.x, a0.y), mma::pack2<MODE>(a1.x, a1.y),
+                                               mma::pack2<MODE>(a2.x, a2.y), mma::pack2<MODE>(a3.x, a3.y)};
+                        mma::mma16<MODE>(acc[i], a, b);
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                float* sr = S_s + (16 * (mg + MSTEP * i) + g) * SLD + 8 * nt + 2 * tq;
+                *reinterpret_cast<float2*>(sr) = make_float2(acc[i][0], acc[i][1]);
+                *reinterpret_cast<float2*>(sr + 8 * SLD) = make_float2(acc[i][2], acc[i][3]);
+            }
+        } else {
+            // FP32: rows t_own + 32 i of the state, in registers.
             const float decay = expf(gamma_last);
             float S[RPT][4];
 #pragma unroll
             for (int i = 0; i < RPT; ++i) {
                 const float4 x =
-                    *reinterpret_cast<const float4*>(S_s + (t_own + 32 * i) * NCOL + 4 * cg);
+                    *reinterpret_cast<const float4*>(S_s + (t_own + 32 * i) * SLD + 4 * cg);
                 S[i][0] = decay * x.x;
                 S[i][1] = decay * x.y;
                 S[i][2] = decay * x.z;
@@ -410,7 +527,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             }
 #pragma unroll
             for (int i = 0; i < RPT; ++i)
-                *reinterpret_cast<float4*>(S_s + (t_own + 32 * i) * NCOL + 4 * cg) =
+                *reinterpret_cast<float4*>(S_s + (t_own + 32 * i) * SLD + 4 * cg) =
                     make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
         }
 
@@ -429,22 +546,24 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     }
 }
 
-template <int K, int NCOL, int IN_BYTES>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                    bool zero_empty, cudaStream_t stream) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
-    chunk_scan_kernel<K, NCOL, IN_BYTES>
-        <<<grid, 8 * NCOL, policy::cuda_scan_smem_bytes(K, NCOL), stream>>>(p, w, win0, win1,
-                                                                           zero_empty ? 1 : 0);
+    constexpr bool tc = MODE != ScanMode::kFp32;
+    chunk_scan_kernel<K, NCOL, IN_BYTES, MODE>
+        <<<grid, 8 * NCOL, policy::cuda_scan_smem_bytes(K, NCOL, tc), stream>>>(
+            p, w, win0, win1, zero_empty ? 1 : 0);
     return cudaGetLastError();
 }
 
-// Every (K, NCOL) of one input element size.
-template <int IN_BYTES>
+// Every (K, NCOL) of one input element size and mode.
+template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       int ncol, bool zero_empty, cudaStream_t stream) {
 #define GDN_SCAN_CASE(KK, NC)                                                               \
-    if (p.K == KK && ncol == NC) return launch<KK, NC, IN_BYTES>(p, w, win0, win1, zero_empty, stream);
+    if (p.K == KK && ncol == NC)                                                            \
+        return launch<KK, NC, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
     GDN_SCAN_CASE(64, 32)
     GDN_SCAN_CASE(64, 48)
     GDN_SCAN_CASE(64, 64)
@@ -455,15 +574,16 @@ cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int6
     return cudaErrorInvalidValue;
 }
 
-template <int IN_BYTES>
+template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
+    constexpr bool tc = MODE != ScanMode::kFp32;
     const std::pair<const void*, size_t> kernels[] = {
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 32, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 32)},
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 48, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 48)},
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<64, 64, IN_BYTES>), policy::cuda_scan_smem_bytes(64, 64)},
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 32, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 32)},
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 48, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 48)},
-        {reinterpret_cast<const void*>(&chunk_scan_kernel<128, 64, IN_BYTES>), policy::cuda_scan_smem_bytes(128, 64)},
+#define GDN_SCAN_KERNEL(KK, NC)                                                                  \
+    {reinterpret_cast<const void*>(&chunk_scan_kernel<KK, NC, IN_BYTES, MODE>),                  \
+     policy::cuda_scan_smem_bytes(KK, NC, tc)},
+        GDN_SCAN_KERNEL(64, 32) GDN_SCAN_KERNEL(64, 48) GDN_SCAN_KERNEL(64, 64)
+        GDN_SCAN_KERNEL(128, 32) GDN_SCAN_KERNEL(128, 48) GDN_SCAN_KERNEL(128, 64)
+#undef GDN_SCAN_KERNEL
     };
     for (const auto& [fn, bytes] : kernels) {
         if (bytes > smem_limit) continue;  // dispatch keeps such shapes off this path
@@ -474,13 +594,21 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     return cudaSuccess;
 }
 
-// Defined (explicitly instantiated) in chunk_scan_in2.cu and chunk_scan_in4.cu.
-extern template cudaError_t launch_in<2>(const Params&, const ChunkScratch&, int64_t, int64_t, int,
-                                         bool, cudaStream_t);
-extern template cudaError_t launch_in<4>(const Params&, const ChunkScratch&, int64_t, int64_t, int,
-                                         bool, cudaStream_t);
-extern template cudaError_t set_attributes_in<2>(size_t);
-extern template cudaError_t set_attributes_in<4>(size_t);
+// Explicitly instantiated, one mode per file: chunk_scan_in2.cu and
+// chunk_scan_in4.cu (FP32), chunk_scan_bf16.cu, chunk_scan_fp16.cu and
+// chunk_scan_tf32x3.cu (both input sizes each).
+#define GDN_SCAN_INSTANCES(EXTERN, IN_BYTES, MODE)                                                \
+    EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,     \
+                                                          int64_t, int64_t, int, bool, cudaStream_t); \
+    EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp32)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp32)
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kBf16)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kBf16)
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp16)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp16)
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kTf32x3)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kTf32x3)
 
 }  // namespace scan
 }  // namespace gdn::cuda

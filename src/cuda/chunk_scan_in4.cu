@@ -1,8 +1,6 @@
-// The scan kernels for 4-byte inputs (f32); see chunk_scan.cuh.
+// The FP32 scan kernels for 4-byte inputs (f32); see chunk_scan.cuh.
 #include "cuda/chunk_scan.cuh"
 
 namespace gdn::cuda::scan {
-template cudaError_t launch_in<4>(const Params&, const ChunkScratch&, int64_t, int64_t, int, bool,
-                                  cudaStream_t);
-template cudaError_t set_attributes_in<4>(size_t);
+GDN_SCAN_INSTANCES(, 4, ScanMode::kFp32)
 }  // namespace gdn::cuda::scan

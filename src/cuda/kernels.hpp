@@ -67,9 +67,19 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 // starts; a chunk may run up to 31 tokens past window_end).
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, cudaStream_t stream);
+// How the scan computes its two state products ([S0ᵀk̂; S0ᵀq̂] and the update
+// Σ k̂ D2ᵀ); the small in-chunk products stay FP32 in every mode.
+enum class ScanMode : int {
+    kFp32 = 0,    // FP32 FMAs (GDN_PATH_CHUNKED_FP32)
+    kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation
+    kFp16 = 2,    // mma.sync m16n8k16, FP16 operands, FP32 accumulation
+    kTf32x3 = 3,  // mma.sync m16n8k8, operands split into TF32 hi + lo, three products
+};
+ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
+
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, bool zero_empty_sequences,
-                              cudaStream_t stream);
+                              int64_t window_end, int ncol, ScanMode mode,
+                              bool zero_empty_sequences, cudaStream_t stream);
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
                                   int64_t window_end, cudaStream_t stream);
 

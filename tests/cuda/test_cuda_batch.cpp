@@ -145,6 +145,11 @@ TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][ba
     s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
     s.input = GDN_DTYPE_BF16;
     batch_equals_separate(s, "chunked varlen batch, output norm, bf16");
+    s.precision = GDN_PRECISION_BF16;  // the tensor-core scan
+    batch_equals_separate(s, "tensor-core (BF16) varlen batch, output norm, bf16");
+    s.precision = GDN_PRECISION_TF32X3;
+    s.input = GDN_DTYPE_F32;
+    batch_equals_separate(s, "tensor-core (TF32X3) varlen batch, output norm, f32");
 }
 
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
@@ -160,6 +165,17 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_GATE_FROM_RAW;
         s.state_indices = {1, -1};
         s.num_state_slots = 2;
+        specs.push_back(s);
+    }
+    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3}) {
+        Spec s;  // the tensor-core scan, three windows, output norm, padding
+        s.seq_lens = {5000, 300};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
+        s.state_indices = {-1, 0};
+        s.num_state_slots = 1;
+        s.precision = precision;
         specs.push_back(s);
     }
     {

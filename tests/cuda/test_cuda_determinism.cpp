@@ -49,10 +49,12 @@ std::vector<Spec> determinism_shapes() {
     return shapes;
 }
 
-void check_reruns(gdn_algorithm_t algo, int reruns) {
+void check_reruns(gdn_algorithm_t algo, int reruns,
+                  gdn_precision_t precision = GDN_PRECISION_FP32) {
     const gdn_caps_t caps = cuda_caps();
     for (Spec s : determinism_shapes()) {
         s.algorithm = algo;
+        s.precision = precision;
         Problem p(s);
         DeviceProblem d(p);
         DeviceWorkspace ws;
@@ -86,8 +88,9 @@ void check_reruns(gdn_algorithm_t algo, int reruns) {
         const std::string damage = d.guard_damage() + ws.buf.guard_damage("workspace");
         INFO(damage);
         CHECK(damage.empty());
-        std::printf("determinism (%s): T = %lld, %d runs, identical bits\n",
-                    algo == GDN_ALGO_CHUNKED ? "chunked" : "sequential", (long long)p.T, reruns);
+        std::printf("determinism (%s, precision %d): T = %lld, %d runs, identical bits\n",
+                    algo == GDN_ALGO_CHUNKED ? "chunked" : "sequential", int(precision),
+                    (long long)p.T, reruns);
     }
 }
 
@@ -100,4 +103,11 @@ TEST_CASE("chunked path: 100 reruns give identical bits, NaN workspace every oth
 
 TEST_CASE("sequential path: reruns give identical bits", "[cuda][determinism]") {
     check_reruns(GDN_ALGO_SEQUENTIAL, 20);
+}
+
+TEST_CASE("tensor-core chunked path: 100 reruns give identical bits in every precision",
+          "[cuda][determinism][tc]") {
+    check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16);
+    check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_TF32X3);
+    check_reruns(GDN_ALGO_CHUNKED, 30, GDN_PRECISION_FP16);
 }
