@@ -224,6 +224,8 @@ public:
         return info.reason;
     }
     size_t state_bytes() const { return state_bytes_; }
+    // The precision the calls allow (the workspace is the same for all).
+    void set_precision(gdn_precision_t p) { prob_.precision = p; }
     size_t sets() const { return sets_.size(); }
     const gdn_caps_t& caps() const { return caps_; }
 
@@ -278,6 +280,28 @@ void decode(int reps) {
     }
 }
 
+// The chunked path in each precision (FP32 scan, tensor-core scan with
+// TF32X3 / BF16 / FP16 operands).
+void tensor_cores(int reps) {
+    std::printf("\n## chunked path by precision: per-launch device time (median of %d batches), Hk 16, "
+                "Hv 48, K = V = 128, one sequence\n\n",
+                reps);
+    std::printf("| T | inputs | FP32 | TF32X3 | BF16 | FP16 |\n|---|---|---:|---:|---:|---:|\n");
+    for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
+        for (int64_t T : {512, 2048, 8192, 32768}) {
+            Bench b(T, 1, dt);
+            std::printf("| %lld | %s |", (long long)T, dtype_name(dt));
+            for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
+                                      GDN_PRECISION_FP16}) {
+                b.set_precision(p);
+                std::printf(" %.4f ms |", b.device_ms(GDN_ALGO_CHUNKED, reps));
+                std::fflush(stdout);
+            }
+            std::printf("\n");
+        }
+    }
+}
+
 void host() {
     std::printf("\n## host time per call (no graph, calls back to back)\n\n| call | host time |\n|---|---:|\n");
     {
@@ -326,6 +350,7 @@ int main(int argc, char** argv) {
     if (what == "prompt" || what == "all") prompt(reps);
     if (what == "decode" || what == "all") decode(reps);
     if (what == "host" || what == "all") host();
+    if (what == "tc" || what == "all") tensor_cores(reps);
     // A few calls of one shape, for a profiler: "profile-chunked" (T = 2048,
     // bf16) or "profile-decode" (N = 64, bf16).
     if (what == "profile-chunked" || what == "profile-decode") {
