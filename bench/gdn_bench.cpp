@@ -5,6 +5,10 @@
 // on the GPU, wall clock on the CPU), the host time of one call, and the error
 // against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
 // output and the final state). Prints a table; --json / --csv write the rows.
+// --precision takes a list (fp32,tf32x3,bf16,fp16): each chunked/auto case runs
+// once per precision, and the table names the path that ran (gdn_select_path:
+// chunked-fp32, chunked-tc, ...). --seqs N runs N sequences of T tokens each;
+// --varlen passes them through cu_seqlens (the varlen path) instead of NULL.
 // It is a benchmark, not a test: it never fails on a time.
 #include <fmt/format.h>
 
@@ -37,7 +41,8 @@ struct Options {
     int32_t hk = 16, hv = 48, dk = 128, dv = 128, seqs = 1;
     gdn_dtype_t dtype = GDN_DTYPE_F32;
     gdn_dtype_t out_dtype = GDN_DTYPE_F32;
-    gdn_precision_t precision = GDN_PRECISION_FP32;
+    std::vector<gdn_precision_t> precisions = {GDN_PRECISION_FP32};
+    bool varlen = false;
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     std::string json, csv;
@@ -46,9 +51,11 @@ struct Options {
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "%s\nusage: gdn-bench [--backend cpu|cuda|hip] [--T 128,512,2048] [--decode 1,8,64]\n"
-                 "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128] [--seqs 1]\n"
+                 "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128]\n"
+                 "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
-                 "                 [--precision fp32|tf32x3|fp16|bf16] [--algos sequential,chunked,auto]\n"
+                 "                 [--precision fp32,tf32x3,bf16,fp16 (one or a list)]\n"
+                 "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n",
                  why);
@@ -99,16 +106,20 @@ Options parse(int argc, char** argv) {
         else if (a == "--hv") o.hv = std::stoi(next());
         else if (a == "--dk") o.dk = std::stoi(next());
         else if (a == "--dv") o.dv = std::stoi(next());
-        else if (a == "--seqs") o.seqs = std::stoi(next());
+        else if (a == "--seqs") o.seqs = std::max(1, std::stoi(next()));
+        else if (a == "--varlen") o.varlen = true;
         else if (a == "--dtype") o.dtype = parse_dtype(next());
         else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
         else if (a == "--precision") {
-            std::string p = next();
-            if (p == "fp32") o.precision = GDN_PRECISION_FP32;
-            else if (p == "tf32x3") o.precision = GDN_PRECISION_TF32X3;
-            else if (p == "fp16") o.precision = GDN_PRECISION_FP16;
-            else if (p == "bf16") o.precision = GDN_PRECISION_BF16;
-            else usage(("unknown precision " + p).c_str());
+            o.precisions.clear();
+            for (auto& p : split(next())) {
+                if (p == "fp32") o.precisions.push_back(GDN_PRECISION_FP32);
+                else if (p == "tf32x3") o.precisions.push_back(GDN_PRECISION_TF32X3);
+                else if (p == "fp16") o.precisions.push_back(GDN_PRECISION_FP16);
+                else if (p == "bf16") o.precisions.push_back(GDN_PRECISION_BF16);
+                else usage(("unknown precision " + p).c_str());
+            }
+            if (o.precisions.empty()) usage("--precision needs a value");
         } else if (a == "--algos") {
             o.algos.clear();
             for (auto& s : split(next())) {
@@ -173,7 +184,7 @@ struct Memory {
 };
 
 struct Row {
-    std::string case_name, backend, algo, path, dtype;
+    std::string case_name, backend, algo, precision, path, dtype;
     int64_t tokens;
     int32_t seqs;
     double device_ms, host_us, err_out, err_state;
@@ -191,13 +202,24 @@ const char* path_name(gdn_path_t p) {
         case GDN_PATH_SEQUENTIAL: return "sequential";
         case GDN_PATH_CHUNKED_FP32: return "chunked-fp32";
         case GDN_PATH_CHUNKED_LOWP_C16: return "chunked-lowp-c16";
+        case GDN_PATH_CHUNKED_TC: return "chunked-tc";
         default: return "none";
+    }
+}
+
+const char* precision_name(gdn_precision_t p) {
+    switch (p) {
+        case GDN_PRECISION_FP32: return "fp32";
+        case GDN_PRECISION_TF32X3: return "tf32x3";
+        case GDN_PRECISION_FP16: return "fp16";
+        case GDN_PRECISION_BF16: return "bf16";
+        default: return "?";
     }
 }
 
 // Runs one (T, seqs, algo) case; returns its row.
 Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, gdn_algorithm_t algo,
-             const char* case_name) {
+             gdn_precision_t precision, const char* case_name) {
     const Memory mem{caps.backend};
     const int64_t total = T * seqs;
     const size_t nq = size_t(total) * o.hk * o.dk, nv = size_t(total) * o.hv * o.dv,
@@ -243,6 +265,14 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         mem.upload(s.beta, beta.data(), ng * 4);
     }
     void* d_state = mem.alloc(nstate * 4);
+    // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU).
+    void* d_cu = nullptr;
+    if (o.varlen) {
+        std::vector<int32_t> cu(size_t(seqs) + 1);
+        for (int32_t i = 0; i <= seqs; ++i) cu[size_t(i)] = int32_t(int64_t(i) * T);
+        d_cu = mem.alloc(cu.size() * sizeof(int32_t));
+        mem.upload(d_cu, cu.data(), cu.size() * sizeof(int32_t));
+    }
 
     gdn_problem_t p;
     gdn_problem_init(&p);
@@ -257,10 +287,11 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.gate_dtype = GDN_DTYPE_F32;
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
-    p.precision = o.precision;
+    p.precision = precision;
     gdn_tensors_t t;
     gdn_tensors_init(&t);
     t.state = static_cast<float*>(d_state);
+    t.cu_seqlens = static_cast<const int32_t*>(d_cu);
     auto bind = [&](const Set& s) {
         t.q = s.q; t.k = s.k; t.v = s.v; t.g = s.g; t.beta = s.beta; t.out = s.out;
     };
@@ -269,12 +300,13 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     gdn_path_info_init(&info);
     Row row{case_name, caps.backend == GDN_BACKEND_CPU ? "cpu" : caps.backend == GDN_BACKEND_CUDA ? "cuda" : "hip",
             algo == GDN_ALGO_SEQUENTIAL ? "sequential" : algo == GDN_ALGO_CHUNKED ? "chunked" : "auto",
-            "", gdn::dtype_name(o.dtype), T, seqs, NAN, NAN, NAN, NAN};
+            precision_name(precision), "", gdn::dtype_name(o.dtype), T, seqs, NAN, NAN, NAN, NAN};
     gdn_status_t st = gdn_select_path(&caps, &p, &t, &info);
     if (st != GDN_SUCCESS) {
         row.path = std::string("n/a: ") + gdn_last_error();
         for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
         mem.free(d_state);
+        if (d_cu) mem.free(d_cu);
         return row;
     }
     row.path = path_name(info.path);
@@ -390,6 +422,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     if (ws) mem.free(ws);
     for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
     mem.free(d_state);
+    if (d_cu) mem.free(d_cu);
     return row;
 }
 
@@ -417,51 +450,63 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (caps.backend == GDN_BACKEND_CPU && o.threads > 0) caps.multiprocessor_count = o.threads;
-    std::printf("gdn-bench %u.%u.%u on %s %s (%s, %d %s), Hk=%d Hv=%d K=%d V=%d, %s in, %s out\n",
+    std::string precs;
+    for (gdn_precision_t pr : o.precisions) precs += std::string(precs.empty() ? "" : ",") + precision_name(pr);
+    std::printf("gdn-bench %u.%u.%u on %s %s (%s, %d %s), Hk=%d Hv=%d K=%d V=%d, %s in, %s out, "
+                "precision %s, %d sequence(s) of T%s\n",
                 GDN_VERSION_MAJOR, GDN_VERSION_MINOR, GDN_VERSION_PATCH,
                 caps.backend == GDN_BACKEND_CPU ? "CPU" : "CUDA", caps.name, caps.arch,
                 caps.multiprocessor_count, caps.backend == GDN_BACKEND_CPU ? "threads" : "SMs", o.hk,
-                o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype));
+                o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
+                o.seqs, o.varlen ? " (cu_seqlens)" : "");
 
     std::vector<Row> rows;
-    struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; const char* name; };
+    struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; gdn_precision_t precision; const char* name; };
     std::vector<Job> jobs;
+    // The sequential path is FP32 under every precision: it runs once, with the first one.
     for (int64_t T : o.tokens)
-        for (gdn_algorithm_t a : o.algos) jobs.push_back({T, o.seqs, a, "prompt"});
-    for (int32_t n : o.decode) jobs.push_back({1, n, GDN_ALGO_AUTO, "decode"});
+        for (gdn_algorithm_t a : o.algos)
+            for (size_t i = 0; i < (a == GDN_ALGO_SEQUENTIAL ? 1 : o.precisions.size()); ++i)
+                jobs.push_back({T, o.seqs, a, o.precisions[i], "prompt"});
+    for (int32_t n : o.decode) jobs.push_back({1, n, GDN_ALGO_AUTO, o.precisions[0], "decode"});
     for (size_t j = 0; j < jobs.size(); ++j) {
         std::fprintf(stderr, "\r[%zu/%zu] %s T=%lld seqs=%d ...        ", j + 1, jobs.size(), jobs[j].name,
                      (long long)jobs[j].T, jobs[j].seqs);
         std::fflush(stderr);
-        rows.push_back(run_case(o, caps, jobs[j].T, jobs[j].seqs, jobs[j].algo, jobs[j].name));
+        rows.push_back(run_case(o, caps, jobs[j].T, jobs[j].seqs, jobs[j].algo, jobs[j].precision, jobs[j].name));
     }
     std::fprintf(stderr, "\r%60s\r", "");
 
-    std::printf("\n%-7s %7s %5s %-11s %-17s %12s %10s %11s %11s\n", "case", "T", "seqs", "algorithm",
-                "path", "device ms", "host us", "err out", "err state");
+    std::printf("\n%-7s %7s %5s %-11s %-9s %-17s %12s %10s %11s %11s\n", "case", "T", "seqs", "algorithm",
+                "precision", "path", "device ms", "host us", "err out", "err state");
     for (const Row& r : rows)
-        std::printf("%-7s %7lld %5d %-11s %-17s %12.4f %10.1f %11.2e %11.2e\n", r.case_name.c_str(),
-                    (long long)r.tokens, r.seqs, r.algo.c_str(), r.path.substr(0, 17).c_str(),
-                    r.device_ms, r.host_us, r.err_out, r.err_state);
-    // Speed-up of chunked over sequential at each T.
+        std::printf("%-7s %7lld %5d %-11s %-9s %-17s %12.4f %10.1f %11.2e %11.2e\n", r.case_name.c_str(),
+                    (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
+                    r.path.substr(0, 17).c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+    for (const Row& r : rows)  // a path that could not run: its whole reason
+        if (r.path.rfind("n/a", 0) == 0)
+            std::printf("T=%lld %s %s: %s\n", (long long)r.tokens, r.algo.c_str(), r.precision.c_str(),
+                        r.path.c_str());
+    // Speed-up of chunked (each precision) over sequential at each T.
     for (int64_t T : o.tokens) {
-        double seq = NAN, chk = NAN;
+        double seq = NAN;
         for (const Row& r : rows)
-            if (r.tokens == T && r.case_name == "prompt") {
-                if (r.algo == "sequential") seq = r.device_ms;
-                if (r.algo == "chunked") chk = r.device_ms;
-            }
-        if (std::isfinite(seq) && std::isfinite(chk))
-            std::printf("T=%lld: chunked %.2fx faster than sequential\n", (long long)T, seq / chk);
+            if (r.tokens == T && r.case_name == "prompt" && r.algo == "sequential") seq = r.device_ms;
+        for (const Row& r : rows)
+            if (r.tokens == T && r.case_name == "prompt" && r.algo == "chunked" && std::isfinite(seq) &&
+                std::isfinite(r.device_ms))
+                std::printf("T=%lld: chunked (%s, %s): %.2fx the speed of sequential\n", (long long)T,
+                            r.precision.c_str(), r.path.c_str(), seq / r.device_ms);
     }
     if (!o.csv.empty()) {
         FILE* f = std::fopen(o.csv.c_str(), "w");
         if (!f) { std::perror(o.csv.c_str()); return 1; }
-        std::fprintf(f, "case,backend,tokens,seqs,algorithm,path,dtype,device_ms,host_us,err_out,err_state\n");
+        std::fprintf(f, "case,backend,tokens,seqs,algorithm,precision,path,dtype,device_ms,host_us,err_out,"
+                        "err_state\n");
         for (const Row& r : rows)
-            std::fprintf(f, "%s,%s,%lld,%d,%s,%s,%s,%.6f,%.3f,%.3e,%.3e\n", r.case_name.c_str(),
-                         r.backend.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(), r.path.c_str(),
-                         r.dtype.c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+            std::fprintf(f, "%s,%s,%lld,%d,%s,%s,\"%s\",%s,%.6f,%.3f,%.3e,%.3e\n", r.case_name.c_str(),
+                         r.backend.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
+                         r.path.c_str(), r.dtype.c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
         std::fclose(f);
     }
     if (!o.json.empty()) {
@@ -473,10 +518,10 @@ int main(int argc, char** argv) {
             auto num = [](double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : std::string("null"); };
             std::fprintf(f,
                          "  {\"case\": \"%s\", \"backend\": \"%s\", \"tokens\": %lld, \"seqs\": %d, "
-                         "\"algorithm\": \"%s\", \"path\": \"%s\", \"dtype\": \"%s\", \"device_ms\": %s, "
-                         "\"host_us\": %s, \"err_out\": %s, \"err_state\": %s}%s\n",
+                         "\"algorithm\": \"%s\", \"precision\": \"%s\", \"path\": \"%s\", \"dtype\": \"%s\", "
+                         "\"device_ms\": %s, \"host_us\": %s, \"err_out\": %s, \"err_state\": %s}%s\n",
                          r.case_name.c_str(), r.backend.c_str(), (long long)r.tokens, r.seqs,
-                         r.algo.c_str(), r.path.c_str(), r.dtype.c_str(), num(r.device_ms).c_str(),
+                         r.algo.c_str(), r.precision.c_str(), r.path.c_str(), r.dtype.c_str(), num(r.device_ms).c_str(),
                          num(r.host_us).c_str(), num(r.err_out).c_str(), num(r.err_state).c_str(),
                          i + 1 < rows.size() ? "," : "");
         }

@@ -8,13 +8,22 @@
 #
 #   scripts/gpu-check.sh [tests] [sanitize] [sanitize-all] [resources] [bench] [fla] [fla-quick]
 #   (no argument: all of them)
+#
+# Expected times on one H200: tests ~3-4 min; bench (gdn_bench_cuda all: prompt, decode,
+# host, tc tables) well under 1 min; fla (scripts/bench_fla.py: the issue-7 matrix, H_v 48
+# and 64 x T 512..65536 and 8 x 4096, gdn in 4 precisions beside fla, plus decode) ~2-3 min;
+# fla-quick < 1 min. GPU_CHECK_DEADLINE=S (seconds from the start) clips every step's
+# timeout to the time left and skips steps once less than 20 s is left, so that e.g.
+# `GPU_CHECK_DEADLINE=470 scripts/gpu-check.sh tests bench fla` ends inside 8 minutes.
 set -u
 OUT=${OUT:-$PWD/gpu-logs}
 mkdir -p "$OUT"
 B=${GDN_BUILD:-build-cuda}
 TESTS=$B/tests/cuda/gdn_tests_cuda
 BENCH=$B/tests/cuda/gdn_bench_cuda
-LIB=$(ls $B/libgdn.so.*.*.* 2>/dev/null | head -1)
+LIB=$(ls -v $B/libgdn.so.*.*.* 2>/dev/null | tail -1)  # the newest, if a stale one is beside it
+T_START=$(date +%s)
+DEADLINE=${GPU_CHECK_DEADLINE:-0}
 parts=${*:-tests sanitize-all resources bench fla}
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
@@ -24,6 +33,14 @@ step() {
     local name=$1 limit=$2 log=$3
     shift 3
     local t0=$(date +%s)
+    if [ "$DEADLINE" -gt 0 ]; then
+        local left=$(( DEADLINE - (t0 - T_START) ))
+        if [ "$left" -lt 20 ]; then
+            printf '%-28s skipped: %ss left of GPU_CHECK_DEADLINE=%s\n' "$name" "$left" "$DEADLINE" >> "$SUMMARY"
+            return 124
+        fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
     echo "=== $name: $*" >> "$log"
     timeout "$limit" "$@" >> "$log" 2>&1
     local rc=$?
@@ -67,9 +84,9 @@ for part in $parts; do
         if ls .whl/*.whl > /dev/null 2>&1; then
             python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
                 --target /tmp/site .whl/*.whl > "$OUT/fla.log" 2>&1
-            flag=""
-            [ "$part" = fla-quick ] && flag="--quick"
-            PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 step "fla beside gdn" 170 "$OUT/fla.log" \
+            flag="" limit=270
+            [ "$part" = fla-quick ] && flag="--quick" limit=90
+            PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 step "fla beside gdn${flag:+ (quick)}" $limit "$OUT/fla.log" \
                 python3 scripts/bench_fla.py --lib "$LIB" $flag
         else
             echo "fla: no wheels in .whl/, skipped" >> "$SUMMARY"
@@ -80,9 +97,11 @@ done
 
 echo
 echo "---------------- logs"
-for f in tests bench fla; do
+for f in tests bench; do
     [ -f "$OUT/$f.log" ] && { echo "## $f (tail)"; tail -n 60 "$OUT/$f.log"; }
 done
+# fla: its tables whole (from the matrix on), the start-up lines and any traceback included.
+[ -f "$OUT/fla.log" ] && { echo "## fla"; grep -v "^  \[" "$OUT/fla.log" | grep -v "^$" | tail -n 150; }
 [ -f "$OUT/sanitize.log" ] && { echo "## sanitizer summaries"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|===" "$OUT/sanitize.log" | tail -n 20; }
 echo "---------------- summary"
 cat "$SUMMARY"
