@@ -232,126 +232,145 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
 }
 
-// The decode step: one block per (sequence, value head), for [K][V] states
-// with K = KT and V <= 128, V % 4 == 0. Each of the 4 warps holds the rows
-// of one `part` of the general kernel (rows 4 (4j + part) + e) and each lane
-// 4 columns, so every state row moves as one 512-byte access per warp; the
-// sums run in the general kernel's order (per part two chains, then
-// (P0 + P1) + (P2 + P3)), so the bits are the general kernel's.
-template <int KT>
-__global__ void __launch_bounds__(128) decode_kernel(const Params p) {
-    constexpr int J = KT / 16;
+// The decode step (max_seqlen == 1: 0 or 1 token per sequence; more would be
+// handled too, token by token) on a [K][V] state. A block owns BC value
+// columns of one (sequence, value head). Thread (part, c) holds the KT/4 rows
+// of `part` of column c (rows 16 j + 4 part + e, the sequential kernel's
+// split), 32 values at K = 128: the update of column c needs only column c's
+// sums (d_c = β (v_c − e^g (Sᵀk̂)_c)), so the columns split over blocks and
+// threads with no reduction between them. A warp is 32 adjacent columns of
+// one part, so each of its state loads and stores is one 128-byte line; all
+// of a thread's state loads are issued first and stay in flight across the
+// q/k/v loads and the barriers. The 4 parts' sums meet in shared memory and
+// are added as the sequential kernel's shuffles add them, (P0 + P1) + (P2 +
+// P3), after per-part chains in its order; q̂, k̂ and k̂·q̂ come from the same
+// normalise_row, d, o and the update from the same expressions: the bits are
+// the sequential kernel's (tests/cuda/test_cuda_batch.cpp checks it).
+// Blocks per SM the launch bounds ask for: 7 of 128 threads (72 registers,
+// 28 warps per SM); 12 of 64 (80 registers: 72 would spill); 2 of 256 and 1
+// of 512 (the output norm: fewer would spill).
+constexpr int decode_min_blocks(int bc) {
+    return bc == 32 ? 7 : bc == 16 ? 12 : bc == 64 ? 2 : 1;
+}
+template <int KT, int BC, int VT>
+__global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_kernel(const Params p) {
+    constexpr int NT = BC * kSplit;
+    constexpr int J = KT / (4 * kSplit);  // float4 groups of rows per part
+    constexpr int R = 4 * J;              // state rows per thread
     __shared__ __align__(16) float q_s[KT];
     __shared__ __align__(16) float k_s[KT];
-    __shared__ float red_s[2][kSplit][128];  // S·k̂ and S·q̂ partials per part and column
-    __shared__ float v_s[128], d_s[128], o_s[128];
+    __shared__ float red_s[2][kSplit][BC];  // S·k̂ and S·q̂ partials per part and column
+    __shared__ float o_s[BC];               // the output row, for the output norm (BC >= V)
     __shared__ float decay_s, beta_s, kq_s;
 
-    const int tid = threadIdx.x, lane = tid & 31, part = tid >> 5;
-    const int32_t n = blockIdx.x, h = blockIdx.y;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int part = tid / BC, cl = tid % BC;
+    const int32_t col_blocks = VT > 0 ? (VT + BC - 1) / BC : (p.V + BC - 1) / BC;
+    const int32_t n = int32_t(blockIdx.x / unsigned(col_blocks));
+    const int32_t v0 = int32_t(blockIdx.x % unsigned(col_blocks)) * BC;
+    const int32_t h = blockIdx.y;
+    const int32_t c = v0 + cl;
+    const bool col_ok = c < (VT > 0 ? VT : p.V);
+
     const int32_t slot = seq_slot(p, n);
     if (slot < 0) return;  // padding: read nothing, write nothing
     const int64_t bos = seq_begin(p, n);
-    const int64_t len = seq_end(p, n) - bos;
+    const int32_t len32 = int32_t(seq_end(p, n) - bos);  // num_tokens < 2^31
+    const bool from_zero = seq_from_zero(p, n);
+    if (len32 == 0 && !from_zero) return;  // the state stays as it is: nothing to read or write
     const int32_t kh = key_head_of(p, h);
-    float* st = head_state(p, slot, h);
-    const int c0 = 4 * lane;
-    const bool col_ok = c0 < p.V;
+    // Row 4 part of column c; the thread's rows lie r V floats further, r =
+    // 16 j + e, 32-bit offsets (K V < 2^31: admission). With VT = V (128) they
+    // are immediates of the accesses.
+    float* sc = head_state(p, slot, h) + (int64_t(4 * part) * p.V + c);
+    const uint32_t ldv = VT > 0 ? uint32_t(VT) : uint32_t(p.V);
 
-    float S[J][4][4];  // [j][e][column]: row 4 (4 j + part) + e, column c0 + c
-    const bool load = !seq_from_zero(p, n) && col_ok;
+    // S[4 j + e] = row 16 j + 4 part + e of column c.
+    float S[R];
+    const bool load = !from_zero && col_ok;
 #pragma unroll
-    for (int j = 0; j < J; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int row = 4 * (j * kSplit + part) + e;
-            const float4 x = load ? *reinterpret_cast<const float4*>(st + int64_t(row) * p.V + c0)
-                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            S[j][e][0] = x.x, S[j][e][1] = x.y, S[j][e][2] = x.z, S[j][e][3] = x.w;
-        }
+    for (int i = 0; i < R; ++i) {
+        const int r = 16 * (i / 4) + (i % 4);
+        S[i] = load ? sc[uint32_t(r) * ldv] : 0.0f;
+    }
 
-    for (int64_t t = 0; t < len; ++t) {
+    for (int32_t t = 0; t < len32; ++t) {
         const int64_t tok = bos + t;
-        __syncthreads();  // the previous token's readers are done
-        for (int r = tid; r < KT; r += 128) {
-            q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
-            k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
+        if (t > 0) __syncthreads();  // the previous token's readers are done
+#pragma unroll
+        for (int i = 0; i < (KT + NT - 1) / NT; ++i) {
+            const int r = tid + i * NT;
+            if (KT % NT == 0 || r < KT) {
+                q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
+                k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
+            }
         }
-        for (int c = tid; c < p.V; c += 128)
-            v_s[c] = load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c);
+        const float vc = col_ok ? load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c) : 0.0f;
         if (tid == 0) {
             decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
             beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
         }
         __syncthreads();
-        if (part == 0) {
+        if (tid < 32) {
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
             if (lane == 0) kq_s = kq;
         }
         __syncthreads();
 
-        float kv0[4] = {}, kv1[4] = {}, sq0[4] = {}, sq1[4] = {};
-        float4 kr[J];
+        const float4* k4 = reinterpret_cast<const float4*>(k_s);
+        const float4* q4 = reinterpret_cast<const float4*>(q_s);
+        float kv0 = 0.0f, kv1 = 0.0f, sq0 = 0.0f, sq1 = 0.0f;
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            kr[j] = reinterpret_cast<const float4*>(k_s)[j * kSplit + part];
-            const float4 qr = reinterpret_cast<const float4*>(q_s)[j * kSplit + part];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                kv0[c] = fmaf(S[j][0][c], kr[j].x, kv0[c]);
-                kv1[c] = fmaf(S[j][1][c], kr[j].y, kv1[c]);
-                kv0[c] = fmaf(S[j][2][c], kr[j].z, kv0[c]);
-                kv1[c] = fmaf(S[j][3][c], kr[j].w, kv1[c]);
-                sq0[c] = fmaf(S[j][0][c], qr.x, sq0[c]);
-                sq1[c] = fmaf(S[j][1][c], qr.y, sq1[c]);
-                sq0[c] = fmaf(S[j][2][c], qr.z, sq0[c]);
-                sq1[c] = fmaf(S[j][3][c], qr.w, sq1[c]);
-            }
+            const float4 kr = k4[j * kSplit + part];
+            const float4 qr = q4[j * kSplit + part];
+            kv0 = fmaf(S[4 * j + 0], kr.x, kv0);
+            kv1 = fmaf(S[4 * j + 1], kr.y, kv1);
+            kv0 = fmaf(S[4 * j + 2], kr.z, kv0);
+            kv1 = fmaf(S[4 * j + 3], kr.w, kv1);
+            sq0 = fmaf(S[4 * j + 0], qr.x, sq0);
+            sq1 = fmaf(S[4 * j + 1], qr.y, sq1);
+            sq0 = fmaf(S[4 * j + 2], qr.z, sq0);
+            sq1 = fmaf(S[4 * j + 3], qr.w, sq1);
         }
-        if (col_ok)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                red_s[0][part][c0 + c] = kv0[c] + kv1[c];
-                red_s[1][part][c0 + c] = sq0[c] + sq1[c];
-            }
+        red_s[0][part][cl] = kv0 + kv1;
+        red_s[1][part][cl] = sq0 + sq1;
         __syncthreads();
-        for (int col = tid; col < p.V; col += 128) {
-            const float kv = (red_s[0][0][col] + red_s[0][1][col]) + (red_s[0][2][col] + red_s[0][3][col]);
-            const float sq = (red_s[1][0][col] + red_s[1][1][col]) + (red_s[1][2][col] + red_s[1][3][col]);
-            const float d = beta_s * fmaf(-decay_s, kv, v_s[col]);
-            const float o = fmaf(decay_s, sq, kq_s * d);
-            d_s[col] = d;
-            o_s[col] = o;
-            if (!(p.flags & GDN_FLAG_OUTPUT_NORM))
-                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + col, o);
+        // Every part of the column adds the four partials the same way.
+        const float kv = (red_s[0][0][cl] + red_s[0][1][cl]) + (red_s[0][2][cl] + red_s[0][3][cl]);
+        const float sq = (red_s[1][0][cl] + red_s[1][1][cl]) + (red_s[1][2][cl] + red_s[1][3][cl]);
+        const float decay = decay_s;
+        const float d = beta_s * fmaf(-decay, kv, vc);
+        const float o = fmaf(decay, sq, kq_s * d);
+        if (!(p.flags & GDN_FLAG_OUTPUT_NORM)) {
+            if (part == 0 && col_ok)
+                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
+        } else {
+            // The block holds the whole row (BC >= V, v0 = 0): gated RMSNorm here.
+            if (part == 0) o_s[cl] = o;
+            __syncthreads();
+            if (tid < 32) norm_out_row(p, o_s, tok, h, lane);
         }
-        __syncthreads();
-        if ((p.flags & GDN_FLAG_OUTPUT_NORM) && part == 0) norm_out_row(p, o_s, tok, h, lane);
-        if (col_ok) {
-            const float decay = decay_s;
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const float d = d_s[c0 + c];
-#pragma unroll
-                for (int j = 0; j < J; ++j) {
-                    S[j][0][c] = fmaf(kr[j].x, d, decay * S[j][0][c]);
-                    S[j][1][c] = fmaf(kr[j].y, d, decay * S[j][1][c]);
-                    S[j][2][c] = fmaf(kr[j].z, d, decay * S[j][2][c]);
-                    S[j][3][c] = fmaf(kr[j].w, d, decay * S[j][3][c]);
-                }
-            }
+        for (int j = 0; j < J; ++j) {
+            const float4 kr = k4[j * kSplit + part];
+            S[4 * j + 0] = fmaf(kr.x, d, decay * S[4 * j + 0]);
+            S[4 * j + 1] = fmaf(kr.y, d, decay * S[4 * j + 1]);
+            S[4 * j + 2] = fmaf(kr.z, d, decay * S[4 * j + 2]);
+            S[4 * j + 3] = fmaf(kr.w, d, decay * S[4 * j + 3]);
         }
     }
 
+    // The store offsets are worked out again (the asm hides that they equal
+    // the loads'): kept from the loads, they would take R registers more.
+    uint32_t ldv_st = ldv;
+    asm volatile("" : "+r"(ldv_st));
     if (col_ok)
 #pragma unroll
-        for (int j = 0; j < J; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = 4 * (j * kSplit + part) + e;
-                *reinterpret_cast<float4*>(st + int64_t(row) * p.V + c0) =
-                    make_float4(S[j][e][0], S[j][e][1], S[j][e][2], S[j][e][3]);
-            }
+        for (int i = 0; i < R; ++i) {
+            const int r = 16 * (i / 4) + (i % 4);
+            sc[uint32_t(r) * (VT > 0 ? uint32_t(VT) : ldv_st)] = S[i];
+        }
 }
 
 template <int KT, int BV, int TT>
@@ -377,17 +396,49 @@ cudaError_t launch_bv(const Params& p, int block_cols, int tile_tokens, cudaStre
     return cudaErrorInvalidValue;
 }
 
+template <int KT, int BC>
+cudaError_t launch_decode_tile(const Params& p, cudaStream_t stream) {
+    const int64_t col_blocks = (p.V + BC - 1) / BC;
+    const dim3 grid(unsigned(col_blocks * p.num_seqs), unsigned(p.Hv));
+    if (p.V == 128)
+        decode_kernel<KT, BC, 128><<<grid, BC * kSplit, 0, stream>>>(p);
+    else
+        decode_kernel<KT, BC, 0><<<grid, BC * kSplit, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+template <int KT>
+cudaError_t launch_decode_bc(const Params& p, int block_cols, cudaStream_t stream) {
+    switch (block_cols) {
+        case 16: return launch_decode_tile<KT, 16>(p, stream);
+        case 32: return launch_decode_tile<KT, 32>(p, stream);
+        case 64: return launch_decode_tile<KT, 64>(p, stream);
+        case 128: return launch_decode_tile<KT, 128>(p, stream);
+    }
+    return cudaErrorInvalidValue;
+}
+
+// Below this many 32-column decode blocks the decode kernel takes 16 columns
+// per block (a speed choice only: the bits do not depend on the tile).
+constexpr int64_t kDecodeSmallGrid = 512;
+
 }  // namespace
 
 cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
-    const dim3 grid(unsigned(p.num_seqs), unsigned(p.Hv));
-    if (p.K == 64)
-        decode_kernel<64><<<grid, 128, 0, stream>>>(p);
-    else if (p.K == 128)
-        decode_kernel<128><<<grid, 128, 0, stream>>>(p);
-    else
+    if ((p.K != 64 && p.K != 128) || !p.state_kv || int64_t(p.K) * p.V >= (int64_t(1) << 31))
         return cudaErrorInvalidValue;
-    return cudaGetLastError();
+    int bc;
+    if (p.flags & GDN_FLAG_OUTPUT_NORM) {
+        // One block per row: the smallest column tile that holds V.
+        if (p.V > 128) return cudaErrorInvalidValue;
+        bc = p.V <= 32 ? 32 : p.V <= 64 ? 64 : 128;
+    } else {
+        // 32 columns per block; 16 where that grid is small (N = 1 at Hv 48:
+        // 384 blocks of 64 threads spread over more SMs than 192 of 128).
+        const int64_t blocks32 = int64_t(p.num_seqs) * p.Hv * ((p.V + 31) / 32);
+        bc = blocks32 < kDecodeSmallGrid ? 16 : 32;
+    }
+    return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
 }
 
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,

@@ -1,11 +1,13 @@
 // Batches: a decode step (one token for each of N sequences, states in a
 // pool, padding slots, mixed zero-start flags) equals N separate runs bit for
-// bit; a varlen prompt batch on the chunked path equals its sequences run one
-// by one; a call captured in a CUDA graph and replayed gives the bits of a
-// direct call.
+// bit, and the decode kernel gives the sequential kernel's bits; a varlen
+// prompt batch on the chunked path equals its sequences run one by one; a
+// call captured in a CUDA graph and replayed gives the bits of a direct call.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "cuda_support.hpp"
 
@@ -105,7 +107,152 @@ void batch_equals_separate(const Spec& s, const char* what) {
     CHECK(d.guard_damage() == "");
 }
 
+// The decode kernel (auto with max_seqlen == 1, [K][V] state) against FP64
+// (2e-6, the sequential kernel's bar), against the sequential kernel (the same
+// problem with max_seqlen = 2, forced sequential: bit for bit), and against
+// itself (reruns with out NaN-filled: identical bits); padding rows stay NaN,
+// unnamed slots and the floats between slots keep their bytes, guard bands
+// hold.
+void decode_kernel_checks(const Spec& s, const char* what) {
+    INFO(what);
+    const gdn_caps_t caps = cuda_caps();
+    Problem p(s);
+    REQUIRE(p.problem.max_seqlen == 1);
+    DeviceProblem d(p);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+    d.fill_out_nan();
+    {
+        const gdn_status_t st = run(d, p.problem, caps, ws);
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+    }
+    const auto out0 = d.out.bytes();
+    const auto state0 = d.state.bytes();
+
+    d.download();
+    const Reference ref = reference(p);
+    const Comparison co = compare_out(p, ref.out, Bound{2e-6, half_ulp_of(s.output), 0.0});
+    const Comparison cs = compare_state(p, ref.state, Bound{2e-6, 0.0, 0.0});
+    INFO(describe(co, "decode out vs FP64"));
+    INFO(describe(cs, "decode state vs FP64"));
+    CHECK(co.ok());
+    CHECK(cs.ok());
+    const std::vector<char> out_mask = p.out_live(), state_mask = p.state_live();
+    const std::vector<float> out_now = p.out_f32(), state_now = p.state_f32();
+    size_t written = 0, changed = 0;
+    for (size_t i = 0; i < out_now.size(); ++i) written += !out_mask[i] && !std::isnan(out_now[i]);
+    for (size_t i = 0; i < state_now.size(); ++i)
+        changed += !state_mask[i] && std::memcmp(&state_now[i], &p.state_initial[i], 4) != 0;
+    CHECK(written == 0);  // padding rows
+    CHECK(changed == 0);  // unnamed slots, floats between slots
+    CHECK(d.guard_damage() == "");
+
+    for (int rerun = 0; rerun < 5; ++rerun) {
+        d.reset_state();
+        d.fill_out_nan();
+        REQUIRE(run(d, p.problem, caps, ws) == GDN_SUCCESS);
+        INFO("rerun " << rerun);
+        REQUIRE(same_bits(d.out.bytes(), out0, "out") == "");
+        REQUIRE(same_bits(d.state.bytes(), state0, "state") == "");
+    }
+
+    if (p.T >= 2) {  // max_seqlen <= num_tokens
+        gdn_problem_t seq = with_algorithm(p.problem, GDN_ALGO_SEQUENTIAL);
+        seq.max_seqlen = 2;  // tiles of 16 tokens: the sequential kernel
+        d.reset_state();
+        d.fill_out_nan();
+        const gdn_status_t st = run(d, seq, caps, ws);
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        CHECK(same_bits(d.out.bytes(), out0, "out, sequential kernel vs decode kernel") == "");
+        CHECK(same_bits(d.state.bytes(), state0, "state, sequential kernel vs decode kernel") == "");
+    }
+    CHECK(d.guard_damage() == "");
+}
+
 }  // namespace
+
+TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, guards",
+          "[cuda][decode]") {
+    const uint32_t every = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+    {
+        Spec s;  // N = 1 at the engine shape: the small grid (16 columns per block)
+        s.seq_lens = {1};
+        s.hk = 16, s.hv = 48, s.k = s.v = 128;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.flags = every;
+        s.seed = 31;
+        decode_kernel_checks(s, "N = 1, Hv 48, bf16");
+        s.seq_lens = {1, 1};
+        s.state_indices = {-1, 0};
+        s.num_state_slots = 1;
+        decode_kernel_checks(s, "N = 2, one padding row, bf16");
+    }
+    {
+        Spec s;  // large grid (32 columns per block), pool with padding, zero-start, odd slot stride
+        const int N = 300;
+        s.seq_lens = std::vector<int32_t>(N, 1);
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.flags = every;
+        s.num_state_slots = 320;
+        s.slot_pad = 3;  // slots not 16-byte aligned; guard floats between them
+        for (int i = 0; i < N; ++i) {
+            s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
+            s.start_from_zero.push_back(uint8_t(i % 7 == 3));
+        }
+        s.seed = 32;
+        decode_kernel_checks(s, "N = 300, K = V = 128, padding, zero-start, slot pad 3, f16 out");
+        batch_equals_separate(s, "N = 300 decode batch vs separate runs");
+    }
+    {
+        Spec s;  // empty sequences (zero-start: slot zeroed; else untouched), output norm V = 128
+        s.seq_lens = {1, 0, 1, 1, 0, 1};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.flags = every | GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {5, 1, -1, 0, 2, 3};
+        s.start_from_zero = {0, 1, 0, 1, 0, 0};
+        s.num_state_slots = 7;
+        s.seed = 33;
+        decode_kernel_checks(s, "empty sequences, output norm, V = 128");
+    }
+    {
+        Spec s;  // K = V = 64 with the output norm, interleaved heads, f32
+        s.seq_lens = std::vector<int32_t>(40, 1);
+        s.hk = 3, s.hv = 6, s.k = s.v = 64;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.flags = every | GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = std::vector<int32_t>(40);
+        for (int i = 0; i < 40; ++i) s.state_indices[size_t(i)] = i % 9 == 8 ? -1 : 39 - i;
+        s.seed = 34;
+        decode_kernel_checks(s, "K = V = 64, output norm, interleaved");
+    }
+    {
+        Spec s;  // V = 40 with the output norm (64-column tile, partial), bf16, padded head rows
+        s.seq_lens = std::vector<int32_t>(9, 1);
+        s.hk = 1, s.hv = 3, s.k = 128, s.v = 40;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
+        s.head_pad = 5, s.row_pad = 3;
+        s.start_from_zero = {1, 0, 0, 1, 0, 0, 0, 0, 1};
+        s.seed = 35;
+        decode_kernel_checks(s, "K = 128, V = 40, output norm");
+    }
+    {
+        Spec s;  // V = 200 (not 128: generic row stride, a partial column block), no norm
+        s.seq_lens = std::vector<int32_t>(33, 1);
+        s.hk = 2, s.hv = 4, s.k = 64, s.v = 200;
+        s.flags = GDN_FLAG_BETA_FROM_LOGITS;
+        s.null_cu_seqlens = true;
+        s.seed = 36;
+        decode_kernel_checks(s, "K = 64, V = 200, cu_seqlens NULL");
+        s.seq_lens = {1};
+        s.null_cu_seqlens = false;
+        decode_kernel_checks(s, "K = 64, V = 200, N = 1");
+    }
+}
 
 TEST_CASE("decode: N sequences with padding slots and mixed zero-start equal N separate runs",
           "[cuda][decode]") {
@@ -120,7 +267,7 @@ TEST_CASE("decode: N sequences with padding slots and mixed zero-start equal N s
         s.state_indices.push_back(i % 9 == 4 ? -1 : (i * 7) % 50);  // distinct, some padding
         s.start_from_zero.push_back(uint8_t(i % 5 == 2));
     }
-    batch_equals_separate(s, "decode N = 37, bf16");
+    batch_equals_separate(s, "decode N = 37, bf16");  // 32-column blocks vs 16 (N = 1)
     s.flags |= GDN_FLAG_OUTPUT_NORM;
     s.layout = GDN_STATE_VK;
     s.output = GDN_DTYPE_F32;
