@@ -352,7 +352,10 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         }
         // The next chunk's rows, loaded during the product, go to buffer b^1
         // (last read by the previous chunk): the registers are free again.
-        if (nxt.n >= 0) stage(b ^ 1);
+        // The tensor-core product is too short to cover the loads' latency:
+        // there they are staged at the end of the chunk instead.
+        if constexpr (!kTc)
+            if (nxt.n >= 0) stage(b ^ 1);
         __syncthreads();
 
         // U = β (v − e^γ kf S0ᵀk) for row t_own, in place of half 0's S0ᵀk.
@@ -437,13 +440,17 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         // read by the first product, three barriers ago. Tensor cores: warp w
         // owns column tile w % (NCOL / 8) of row tiles w / (NCOL / 8) + 2 i.
         if constexpr (kTc) {
-            const float decay = expf(gamma_last);
             constexpr int NT8 = NCOL / 8;
             constexpr int MSTEP = NW / NT8;
             constexpr int MT = K / 16 / MSTEP;
             static_assert(MSTEP * NT8 == NW && MT * MSTEP * 16 == K, "update tiles");
             const int g = lane >> 2, tq = lane & 3;
             const int nt = warp % NT8, mg = warp / NT8;
+            // The decay of the tile's value head (a block may hold two; an
+            // 8-column tile never straddles them, V being a multiple of 8),
+            // not of this thread's own columns in the other steps.
+            const int tile_head = (gc0 + 8 * nt) / p.V - gi0;
+            const float decay = expf(pb[kPrepGB + tile_head * 64 + 2 * (L - 1)]);
             float acc[MT][4];
 #pragma unroll
             for (int i = 0; i < MT; ++i) {
@@ -531,6 +538,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                     make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
         }
 
+        if constexpr (kTc)
+            if (nxt.n >= 0) stage(b ^ 1);
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window
             __syncthreads();
             store_state(cur.n);

@@ -356,6 +356,9 @@ int main(int argc, char** argv) {
     if (what == "profile-chunked" || what == "profile-decode") {
         const bool chunked = what == "profile-chunked";
         Bench b(chunked ? 2048 : 64, chunked ? 1 : 64, GDN_DTYPE_BF16);
+        // GDN_BENCH_PRECISION=1|2|3 (gdn_precision_t): the tensor-core scan.
+        if (const char* pr = std::getenv("GDN_BENCH_PRECISION"))
+            b.set_precision(gdn_precision_t(std::atoi(pr)));
         for (size_t i = 0; i < 4; ++i)
             check_gdn(b.call(chunked ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO, i), "profile run");
         CK(cudaDeviceSynchronize());
