@@ -352,10 +352,9 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         }
         // The next chunk's rows, loaded during the product, go to buffer b^1
         // (last read by the previous chunk): the registers are free again.
-        // The tensor-core product is too short to cover the loads' latency:
-        // there they are staged at the end of the chunk instead.
-        if constexpr (!kTc)
-            if (nxt.n >= 0) stage(b ^ 1);
+        // (Staging them at the end of the chunk instead, in the tensor-core
+        // modes, gained nothing and cost TF32X3 ~8%: docs/perf-notes.md.)
+        if (nxt.n >= 0) stage(b ^ 1);
         __syncthreads();
 
         // U = β (v − e^γ kf S0ᵀk) for row t_own, in place of half 0's S0ᵀk.
@@ -538,8 +537,6 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                     make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
         }
 
-        if constexpr (kTc)
-            if (nxt.n >= 0) stage(b ^ 1);
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window
             __syncthreads();
             store_state(cur.n);

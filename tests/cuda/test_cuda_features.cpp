@@ -32,12 +32,13 @@ struct Mode {
 // operands round the state, k, q and D to 8/11 bits per product (the
 // products accumulate in FP32 and the state stays FP32), so their errors sit
 // near 2^-9 / 2^-12 of the largest value, as flash-linear-attention's bf16
-// kernels do (~5e-3, METHOD.md).
+// kernels do (~5e-3, METHOD.md; 8e-3 here, where f32 inputs are rounded
+// to BF16 operands as well; the H200 run of 2026-11-29 measured <= 4.5e-3).
 const Mode kModes[] = {
     {"sequential", GDN_ALGO_SEQUENTIAL, GDN_PRECISION_FP32, kVsFp64, kVsCpu},
     {"chunked FP32", GDN_ALGO_CHUNKED, GDN_PRECISION_FP32, kVsFp64, kVsCpu},
     {"chunked TF32X3", GDN_ALGO_CHUNKED, GDN_PRECISION_TF32X3, 1e-5, 1e-5},
-    {"chunked BF16", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16, 5e-3, 5e-3},
+    {"chunked BF16", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16, 8e-3, 8e-3},
     {"chunked FP16", GDN_ALGO_CHUNKED, GDN_PRECISION_FP16, 1e-3, 1e-3},
 };
 

@@ -222,16 +222,20 @@ TEST_CASE("chunked and sequential match FP64 at 8192 and 32768 tokens, Hk 16, Hv
 
 // The tensor-core chunked path (GDN_PATH_CHUNKED_TC) in each precision:
 // TF32X3 within issue 7's near-FP32 bound (1e-5), BF16/FP16 operands within
-// the bf16-kernel class (flash-linear-attention's bf16 error is ~5e-3).
+// the bf16-kernel class: with bf16 inputs at most flash-linear-attention's
+// bf16 error (~5e-3, METHOD.md); f32 inputs are rounded to BF16 operands
+// too (q, k on top of the state and D), measured up to 5.9e-3 on the H200
+// (2026-11-29), hence 8e-3 for them.
 namespace {
 struct TcMode {
     const char* name;
     gdn_precision_t precision;
     double bound;
+    double bound_f32_inputs;
 };
-const TcMode kTcModes[] = {{"TF32X3", GDN_PRECISION_TF32X3, 1e-5},
-                           {"BF16", GDN_PRECISION_BF16, 5e-3},
-                           {"FP16", GDN_PRECISION_FP16, 1e-3}};
+const TcMode kTcModes[] = {{"TF32X3", GDN_PRECISION_TF32X3, 1e-5, 1e-5},
+                           {"BF16", GDN_PRECISION_BF16, 5e-3, 8e-3},
+                           {"FP16", GDN_PRECISION_FP16, 1e-3, 1e-3}};
 }  // namespace
 
 TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precision",
@@ -266,8 +270,9 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
         const size_t n_out = size_t(T) * spec.hv * spec.v;
         for (int m = 0; m < 3; ++m) {
             const Result r = run_prefix(d, c, ws, T, GDN_ALGO_CHUNKED, kTcModes[m].precision);
-            const Comparison co = compare_vec(r.out, ref.out(), n_out, kTcModes[m].bound);
-            const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kTcModes[m].bound);
+            const double bound = kTcModes[m].bound_f32_inputs;  // this problem's inputs are f32
+            const Comparison co = compare_vec(r.out, ref.out(), n_out, bound);
+            const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), bound);
             INFO("T = " << T << ", SMs = " << c.multiprocessor_count << ", " << kTcModes[m].name);
             INFO(describe(co, "out vs FP64"));
             INFO(describe(cs, "state vs FP64"));
@@ -281,7 +286,7 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
         std::printf("tc parity sweep %-6s (%zu lengths, Hk 1, Hv 3, f32 inputs): worst out %.3g (T %lld) "
                     "state %.3g (T %lld), bound %.0e\n",
                     kTcModes[m].name, lengths.size(), worst_out[m].value, (long long)worst_out[m].at,
-                    worst_state[m].value, (long long)worst_state[m].at, kTcModes[m].bound);
+                    worst_state[m].value, (long long)worst_state[m].at, kTcModes[m].bound_f32_inputs);
 }
 
 TEST_CASE("tensor-core chunked path matches FP64 at 8192 and 32768 tokens, Hk 16, Hv 48",
@@ -305,8 +310,9 @@ TEST_CASE("tensor-core chunked path matches FP64 at 8192 and 32768 tokens, Hk 16
             REQUIRE(ws.size_for(caps, sizing) == GDN_SUCCESS);
             for (const TcMode& m : kTcModes) {
                 const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, m.precision);
-                const Comparison co = compare_vec(r.out, ref.out, r.out.size(), m.bound);
-                const Comparison cs = compare_vec(r.state, ref.state, ref.state.size(), m.bound);
+                const double bound = in == GDN_DTYPE_F32 ? m.bound_f32_inputs : m.bound;
+                const Comparison co = compare_vec(r.out, ref.out, r.out.size(), bound);
+                const Comparison cs = compare_vec(r.state, ref.state, ref.state.size(), bound);
                 std::printf("tc parity T = %d (Hk 16, Hv 48, %s inputs) %-6s: out %.3g state %.3g vs FP64\n",
                             T, in == GDN_DTYPE_BF16 ? "bf16" : "f32", m.name, co.rel(), cs.rel());
                 INFO("T = " << T << ", " << m.name);
