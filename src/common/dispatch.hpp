@@ -25,18 +25,19 @@ constexpr int64_t kCudaWindowTokens = 2048;
 // Threads of a prep block (one block per (32-token tile, key head)).
 constexpr int32_t kCudaPrepThreads = 256;
 // Shared memory of the kernels, in floats, as they lay it out.
-constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 32 + 2 * 2 * 32 + 2 * 32;  // T, P, γβ (2 heads), q/k factors
+constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 36 + 2 * 2 * 32 + 2 * 32;  // T, P (rows of 36), γβ (2 heads), q/k factors
 constexpr size_t cuda_prep_smem_bytes(int32_t K) {
     return sizeof(float) * (2 * 32 * size_t(K + 4) + 2 * 32 * 33 + 8 * 32 * 32);
 }
 // The state's row stride in the scan's shared memory: the tensor-core scan
 // pads rows by 4 floats so its fragment loads hit distinct banks.
 constexpr int32_t kCudaScanStatePadTc = 4;
+constexpr int32_t kCudaScanDPadTc = 8;  // the D, D2 rows' padding (tensor-core scan)
 constexpr int32_t cuda_scan_state_ld(int32_t ncol, bool tc) { return ncol + (tc ? kCudaScanStatePadTc : 0); }
 constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) {
     return sizeof(float) * (2 * size_t(K) * 68 + 2 * 32 * size_t(ncol) + 2 * kCudaScanPrepFloats +
                             size_t(K) * cuda_scan_state_ld(ncol, tc) + 2 * 64 * size_t(ncol) +
-                            2 * 32 * size_t(ncol));
+                            2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads (8 * ncol threads); every block walks every chunk,

@@ -38,11 +38,15 @@ namespace scan {
 constexpr int kChunk = policy::kCudaChunk;
 constexpr int kLdKQ = 68;  // kqT row: 32 k tokens, 32 q tokens, 4 floats of padding
 constexpr int kPrep = int(policy::kCudaScanPrepFloats);
-// Offsets inside one prep buffer.
-constexpr int kPrepT = 0;       // [2 heads][32][32]
-constexpr int kPrepP = 2048;    // [2 heads][32][32]
-constexpr int kPrepGB = 4096;   // [2 heads][32][2] γ, β
-constexpr int kPrepQKF = 4224;  // [32][2] qf, kf
+// Offsets inside one prep buffer. T and P rows are padded to 36 floats: the
+// D and O steps read 8 different rows per warp as float4, which a stride of
+// 32 floats put in the same 4 banks (8-way conflicts; Nsight Compute on the
+// H200 counted 57% of the scan's shared wavefronts as excess).
+constexpr int kLdTP = 36;
+constexpr int kPrepT = 0;                    // [2 heads][32][kLdTP]
+constexpr int kPrepP = 2 * 32 * kLdTP;       // [2 heads][32][kLdTP]
+constexpr int kPrepGB = 4 * 32 * kLdTP;      // [2 heads][32][2] γ, β
+constexpr int kPrepQKF = kPrepGB + 2 * 64;   // [32][2] qf, kf
 static_assert(kPrepQKF + 64 == kPrep, "prep buffer layout");
 
 // Raw input elements of IN_BYTES bytes.
@@ -117,6 +121,11 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     static_assert(NW == (CG / 4) * 2 * 2, "warps = column blocks x row blocks x K halves");
     constexpr bool kTc = MODE != ScanMode::kFp32;
     constexpr int SLD = NCOL + (kTc ? policy::kCudaScanStatePadTc : 0);  // S_s row stride
+    // D and D2 row stride: the update's B-fragment loads (rows 2t or t of a
+    // 16- or 8-token step) hit distinct banks with NCOL + 4 (16-bit
+    // operands) or NCOL + 8 (TF32); policy::kCudaScanDPadTc floats are set aside.
+    constexpr int DLD = NCOL + (!kTc ? 0 : MODE == ScanMode::kTf32x3 ? 8 : 4);
+    static_assert(DLD - NCOL <= policy::kCudaScanDPadTc, "D rows fit their allocation");
 
     extern __shared__ __align__(16) float smem[];
     float* kqT = smem;                      // [2][K][kLdKQ] k (cols 0..31), q (32..63), raw, transposed
@@ -124,8 +133,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     float* prep = v_s + 2 * 32 * NCOL;      // [2][kPrep]
     float* S_s = prep + 2 * kPrep;          // [K][SLD] S0
     float* WQ = S_s + K * SLD;              // [2 halves][64][NCOL] S0ᵀk rows (then U), S0ᵀq rows
-    float* D_s = WQ + 2 * 64 * NCOL;        // [32][NCOL] D
-    float* D2_s = D_s + 32 * NCOL;          // [32][NCOL] e^{γ_last−γ_i} kf_i D_i
+    float* D_s = WQ + 2 * 64 * NCOL;        // [32][DLD] D
+    float* D2_s = D_s + 32 * DLD;           // [32][DLD] e^{γ_last−γ_i} kf_i D_i
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     // Warp w: column block w % (CG/4), row block (w / (CG/4)) % 2, K half w / (CG/2);
@@ -209,7 +218,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const int l = e / 512, t = (e / 16) % 32, piece = e % 16;
             const int32_t hh = value_head_of(p, kh, gi0 + l);
             const float* src = w.TP + (int64_t(hh) * w.rows + row0 + t) * 64 + piece * 4;
-            float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 1024 + t * 32 + (piece & 7) * 4;
+            float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + t * kLdTP + (piece & 7) * 4;
             cp_async16(dst, t < c.L ? src : w.TP, t < c.L ? 16 : 0);
         }
         for (int e = tid; e < nheads * 32; e += NT) {
@@ -279,8 +288,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         const float* kq = kqT + b * K * kLdKQ;
         const float* vb = v_s + b * 32 * NCOL;
         const float* pb = prep + b * kPrep;
-        const float* T_ = pb + kPrepT + lh * 1024;
-        const float* P_ = pb + kPrepP + lh * 1024;
+        const float* T_ = pb + kPrepT + lh * 32 * kLdTP;
+        const float* P_ = pb + kPrepP + lh * 32 * kLdTP;
         const float* gb = pb + kPrepGB + lh * 64;
         const float* qkf = pb + kPrepQKF;
         const int L = cur.L;
@@ -378,16 +387,16 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             float acc[4] = {};
 #pragma unroll
             for (int i4 = 0; i4 < 8; ++i4) {
-                const float4 ta = *reinterpret_cast<const float4*>(T_ + t * 32 + 4 * i4);
+                const float4 ta = *reinterpret_cast<const float4*>(T_ + t * kLdTP + 4 * i4);
                 fma4(acc, ta.x, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 0) * NCOL + 4 * cg));
                 fma4(acc, ta.y, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 1) * NCOL + 4 * cg));
                 fma4(acc, ta.z, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 2) * NCOL + 4 * cg));
                 fma4(acc, ta.w, *reinterpret_cast<const float4*>(WQ + (4 * i4 + 3) * NCOL + 4 * cg));
             }
             const float f = t < L ? expf(gamma_last - gb[2 * t]) * qkf[2 * t + 1] : 0.0f;
-            *reinterpret_cast<float4*>(D_s + t * NCOL + 4 * cg) =
+            *reinterpret_cast<float4*>(D_s + t * DLD + 4 * cg) =
                 make_float4(acc[0], acc[1], acc[2], acc[3]);
-            *reinterpret_cast<float4*>(D2_s + t * NCOL + 4 * cg) =
+            *reinterpret_cast<float4*>(D2_s + t * DLD + 4 * cg) =
                 make_float4(f * acc[0], f * acc[1], f * acc[2], f * acc[3]);
         }
         __syncthreads();
@@ -398,11 +407,11 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             float acc[4] = {};
 #pragma unroll
             for (int i4 = 0; i4 < 8; ++i4) {
-                const float4 pa = *reinterpret_cast<const float4*>(P_ + t * 32 + 4 * i4);
-                fma4(acc, pa.x, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 0) * NCOL + 4 * cg));
-                fma4(acc, pa.y, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 1) * NCOL + 4 * cg));
-                fma4(acc, pa.z, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 2) * NCOL + 4 * cg));
-                fma4(acc, pa.w, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 3) * NCOL + 4 * cg));
+                const float4 pa = *reinterpret_cast<const float4*>(P_ + t * kLdTP + 4 * i4);
+                fma4(acc, pa.x, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 0) * DLD + 4 * cg));
+                fma4(acc, pa.y, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 1) * DLD + 4 * cg));
+                fma4(acc, pa.z, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 2) * DLD + 4 * cg));
+                fma4(acc, pa.w, *reinterpret_cast<const float4*>(D_s + (4 * i4 + 3) * DLD + 4 * cg));
             }
             if (t < L) {
                 const float f = expf(gb[2 * t]) * qkf[2 * t];
@@ -461,12 +470,12 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                 acc[i][2] = decay * x1.x;
                 acc[i][3] = decay * x1.y;
             }
-            const float* d_p = D2_s + 8 * nt + g;  // B[tok][c] = D2_s[tok * NCOL + c]
+            const float* d_p = D2_s + 8 * nt + g;  // B[tok][c] = D2_s[tok * DLD + c]
             if constexpr (MODE == ScanMode::kTf32x3) {
 #pragma unroll
                 for (int t0 = 0; t0 < 32; t0 += 8) {
-                    const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * NCOL]),
-                                             mma::split_tf32(d_p[(t0 + tq + 4) * NCOL])};
+                    const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * DLD]),
+                                             mma::split_tf32(d_p[(t0 + tq + 4) * DLD])};
 #pragma unroll
                     for (int i = 0; i < MT; ++i) {
                         // A[r][tok] = kq[r * kLdKQ + tok]
@@ -480,9 +489,9 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             } else {
 #pragma unroll
                 for (int t0 = 0; t0 < 32; t0 += 16) {
-                    const float* dr = d_p + (t0 + 2 * tq) * NCOL;
-                    const uint32_t b[2] = {mma::pack2<MODE>(dr[0], dr[NCOL]),
-                                           mma::pack2<MODE>(dr[8 * NCOL], dr[9 * NCOL])};
+                    const float* dr = d_p + (t0 + 2 * tq) * DLD;
+                    const uint32_t b[2] = {mma::pack2<MODE>(dr[0], dr[DLD]),
+                                           mma::pack2<MODE>(dr[8 * DLD], dr[9 * DLD])};
 #pragma unroll
                     for (int i = 0; i < MT; ++i) {
                         const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + 2 * tq;
@@ -520,7 +529,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                 float4 d[4];
 #pragma unroll
                 for (int tt = 0; tt < 4; ++tt)
-                    d[tt] = *reinterpret_cast<const float4*>(D2_s + (4 * t4 + tt) * NCOL + 4 * cg);
+                    d[tt] = *reinterpret_cast<const float4*>(D2_s + (4 * t4 + tt) * DLD + 4 * cg);
 #pragma unroll
                 for (int i = 0; i < RPT; ++i) {
                     const float4 kr =
