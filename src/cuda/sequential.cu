@@ -13,6 +13,8 @@
 // of TT: a tile's q, k, v, g, β are loaded into registers while the previous
 // tile computes, then staged in shared memory (with q/k norms, q·k and e^g
 // worked out once per token).
+#include <atomic>
+
 #include "cuda/device_common.cuh"
 
 namespace gdn::cuda {
@@ -373,6 +375,222 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_ker
         }
 }
 
+// Decode kernel v4 (no output norm): persistent and software-pipelined.
+// v3 (one block per 32-column item: load, barriers, reduce, store, exit)
+// reached 77% of the copy bandwidth at N = 64: a block's loads and stores
+// never overlap, and consecutive blocks are the same head of consecutive
+// sequences (3 MB apart in the pool). Here a grid of about one round of
+// resident blocks walks the items (sequence, value head, 32-column block)
+// in address order (item i, i + G, i + 2G, ...: the items in flight at one
+// time are a contiguous stretch of the pool), and each block issues the
+// next item's q/k/v/g/β and state loads (right after the current item's
+// normalisation, before its sums and stores), so every warp has a state
+// load in flight nearly all the time. The state is double-buffered in
+// registers (S_cur, S_next: the loop is unrolled twice so the two swap
+// roles without moves); state loads and stores are cache-streaming (.cs:
+// evict-first in L1 and L2, the state is touched once). The math of a token
+// is decode_kernel's, expression for expression: the same bits.
+struct DecodeMeta {
+    int32_t slot;      // < 0: padding, or no such item
+    int32_t zero;      // start from a zero state
+    int32_t bos, end;  // the sequence's tokens (num_tokens < 2^31)
+};
+
+// Blocks per SM the launch bounds ask for (<= 128 registers either way).
+constexpr int stream_min_blocks(int bc) { return bc == 32 ? 4 : 6; }
+
+template <int KT, int BC, int VT>
+__global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
+    decode_stream_kernel(const Params p, int32_t items) {
+    constexpr int NT = BC * kSplit;
+    constexpr int J = KT / (4 * kSplit);  // float4 groups of rows per part
+    constexpr int R = 4 * J;              // state rows per thread
+    constexpr int QK = (KT + NT - 1) / NT;  // q and k elements staged per thread
+    constexpr int NX = 2 * QK + 3;          // q, k, v, g, β bits of an item's first token
+    __shared__ __align__(16) float q_s[KT];
+    __shared__ __align__(16) float k_s[KT];
+    __shared__ float red_s[2][kSplit][BC];
+    __shared__ float decay_s, beta_s, kq_s;
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int part = tid / BC, cl = tid % BC;
+    const int32_t nv = VT > 0 ? VT : p.V;
+    const int32_t col_blocks = (nv + BC - 1) / BC;
+    const uint32_t ldv = VT > 0 ? uint32_t(VT) : uint32_t(p.V);
+    const int32_t G = int32_t(gridDim.x);
+
+    // Item i: sequence n, value head h, this thread's column c.
+    auto where = [&](int32_t i, int32_t& n, int32_t& h, int32_t& c) {
+        const int32_t nh = i / col_blocks;
+        c = (i - nh * col_blocks) * BC + cl;
+        n = nh / p.Hv;
+        h = nh - n * p.Hv;
+    };
+    auto meta = [&](int32_t i) {
+        DecodeMeta m{-1, 0, 0, 0};
+        if (i < items) {
+            int32_t n, h, c;
+            where(i, n, h, c);
+            m.slot = seq_slot(p, n);
+            m.zero = seq_from_zero(p, n) ? 1 : 0;
+            m.bos = int32_t(seq_begin(p, n));
+            m.end = int32_t(seq_end(p, n));
+        }
+        return m;
+    };
+    // Issues item i's loads: the first token's q/k/v/g/β first (they head
+    // the dependent chain), then the state (zeros from a zero start). Reads
+    // nothing for padding, an empty sequence or i >= items.
+    auto issue = [&](int32_t i, const DecodeMeta& m, float (&S)[R], uint32_t (&x)[NX]) {
+        int32_t n, h, c;
+        where(i, n, h, c);
+        const bool col_ok = c < nv;
+        const bool tok = i < items && m.slot >= 0 && m.end > m.bos;
+        const int32_t kh = key_head_of(p, h);
+        const int64_t t0 = int64_t(m.bos);
+#pragma unroll
+        for (int e = 0; e < QK; ++e) {
+            const int r = tid + e * NT;
+            const bool ok = tok && (KT % NT == 0 || r < KT);
+            x[e] = ok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + r) : 0u;
+            x[QK + e] = ok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + r) : 0u;
+        }
+        x[2 * QK] = tok && col_ok ? load_bits(p.v, p.in_dt, t0 * p.v_tok + h * p.v_head + c) : 0u;
+        x[2 * QK + 1] = tok && tid == 0 ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
+        x[2 * QK + 2] = tok && tid == 0 ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
+        const bool ld = tok && !m.zero && col_ok;
+        const float* sc = ld ? head_state(p, m.slot, h) + (int64_t(4 * part) * p.V + c) : p.state;
+#pragma unroll
+        for (int e = 0; e < R; ++e) {
+            const int r = 16 * (e / 4) + (e % 4);
+            S[e] = ld ? __ldcs(sc + uint32_t(r) * ldv) : 0.0f;
+        }
+    };
+    // Processes item i (meta mc, state Sc, first-token bits xc) and issues
+    // item i + G into (mn, Sn, xn) on the way.
+    auto step = [&](int32_t i, const DecodeMeta& mc, float (&Sc)[R], const uint32_t (&xc)[NX],
+                    DecodeMeta& mn, float (&Sn)[R], uint32_t (&xn)[NX]) {
+        const int32_t inext = i + G;
+        mn = meta(inext);  // in flight while this item stages and normalises
+        int32_t n, h, c;
+        where(i, n, h, c);
+        const bool col_ok = c < nv;
+        const int32_t len = mc.end - mc.bos;
+        // Block-uniform: padding, or an empty sequence that keeps its state.
+        const bool live = mc.slot >= 0 && (len > 0 || mc.zero);
+        if (!live || len == 0) issue(inext, mn, Sn, xn);
+        if (!live) return;
+        // One token, after its q/k rows, v (vc), e^g and β are staged: the
+        // first token (first = true) issues the next item's loads.
+        auto token = [&](int64_t tok, float vc, bool first) {
+            __syncthreads();
+            if (tid < 32) {
+                const float kq = normalise_row(p, q_s, k_s, KT, lane);
+                if (lane == 0) kq_s = kq;
+            }
+            __syncthreads();
+            // The next item's loads go out before this item's sums and stores.
+            if (first) issue(inext, mn, Sn, xn);
+
+            const float4* k4 = reinterpret_cast<const float4*>(k_s);
+            const float4* q4 = reinterpret_cast<const float4*>(q_s);
+            float kv0 = 0.0f, kv1 = 0.0f, sq0 = 0.0f, sq1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const float4 kr = k4[j * kSplit + part];
+                const float4 qr = q4[j * kSplit + part];
+                kv0 = fmaf(Sc[4 * j + 0], kr.x, kv0);
+                kv1 = fmaf(Sc[4 * j + 1], kr.y, kv1);
+                kv0 = fmaf(Sc[4 * j + 2], kr.z, kv0);
+                kv1 = fmaf(Sc[4 * j + 3], kr.w, kv1);
+                sq0 = fmaf(Sc[4 * j + 0], qr.x, sq0);
+                sq1 = fmaf(Sc[4 * j + 1], qr.y, sq1);
+                sq0 = fmaf(Sc[4 * j + 2], qr.z, sq0);
+                sq1 = fmaf(Sc[4 * j + 3], qr.w, sq1);
+            }
+            red_s[0][part][cl] = kv0 + kv1;
+            red_s[1][part][cl] = sq0 + sq1;
+            __syncthreads();
+            const float kv = (red_s[0][0][cl] + red_s[0][1][cl]) + (red_s[0][2][cl] + red_s[0][3][cl]);
+            const float sq = (red_s[1][0][cl] + red_s[1][1][cl]) + (red_s[1][2][cl] + red_s[1][3][cl]);
+            const float decay = decay_s;
+            const float d = beta_s * fmaf(-decay, kv, vc);
+            const float o = fmaf(decay, sq, kq_s * d);
+            if (part == 0 && col_ok) store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const float4 kr = k4[j * kSplit + part];
+                Sc[4 * j + 0] = fmaf(kr.x, d, decay * Sc[4 * j + 0]);
+                Sc[4 * j + 1] = fmaf(kr.y, d, decay * Sc[4 * j + 1]);
+                Sc[4 * j + 2] = fmaf(kr.z, d, decay * Sc[4 * j + 2]);
+                Sc[4 * j + 3] = fmaf(kr.w, d, decay * Sc[4 * j + 3]);
+            }
+        };
+        if (len > 0) {
+            // Token 0 from the prefetched bits (the first token peeled, so
+            // that xc is dead during the sums).
+            __syncthreads();  // the previous item's readers are done
+#pragma unroll
+            for (int e = 0; e < QK; ++e) {
+                const int r = tid + e * NT;
+                if (KT % NT == 0 || r < KT) {
+                    q_s[r] = bits_to_float(xc[e], p.in_dt);
+                    k_s[r] = bits_to_float(xc[QK + e], p.in_dt);
+                }
+            }
+            const float vc = col_ok ? bits_to_float(xc[2 * QK], p.in_dt) : 0.0f;
+            if (tid == 0) {
+                decay_s = expf(gate_of(p, bits_to_float(xc[2 * QK + 1], p.gate_dt), h));
+                beta_s = beta_of(p, bits_to_float(xc[2 * QK + 2], p.gate_dt));
+            }
+            token(int64_t(mc.bos), vc, true);
+        }
+        // More tokens (max_seqlen == 1 says there are none: right anyway).
+        for (int32_t t = 1; t < len; ++t) {
+            const int64_t tok = int64_t(mc.bos) + t;
+            const int32_t kh = key_head_of(p, h);
+            __syncthreads();
+#pragma unroll
+            for (int e = 0; e < QK; ++e) {
+                const int r = tid + e * NT;
+                if (KT % NT == 0 || r < KT) {
+                    q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
+                    k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
+                }
+            }
+            const float vc = col_ok ? load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c) : 0.0f;
+            if (tid == 0) {
+                decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
+                beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
+            }
+            token(tok, vc, false);
+        }
+        if (col_ok) {
+            float* sc = head_state(p, mc.slot, h) + (int64_t(4 * part) * p.V + c);
+#pragma unroll
+            for (int e = 0; e < R; ++e) {
+                const int r = 16 * (e / 4) + (e % 4);
+                __stcs(sc + uint32_t(r) * ldv, Sc[e]);
+            }
+        }
+    };
+
+    float SA[R], SB[R];
+    uint32_t xA[NX], xB[NX];
+    DecodeMeta mA, mB;
+    int32_t i = int32_t(blockIdx.x);
+    mA = meta(i);
+    issue(i, mA, SA, xA);
+    for (;;) {
+        step(i, mA, SA, xA, mB, SB, xB);
+        i += G;
+        if (i >= items) break;
+        step(i, mB, SB, xB, mA, SA, xA);
+        i += G;
+        if (i >= items) break;
+    }
+}
+
 template <int KT, int BV, int TT>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
     const int64_t col_blocks = (p.V + BV - 1) / BV;
@@ -418,27 +636,77 @@ cudaError_t launch_decode_bc(const Params& p, int block_cols, cudaStream_t strea
     return cudaErrorInvalidValue;
 }
 
-// Below this many 32-column decode blocks the decode kernel takes 16 columns
-// per block (a speed choice only: the bits do not depend on the tile).
+// Below this many 32-column items the decode kernel takes 16 columns per
+// item (a speed choice only: the bits do not depend on the tile).
 constexpr int64_t kDecodeSmallGrid = 512;
+
+// Resident blocks per SM of one decode_stream_kernel instance (the
+// occupancy calculator, once per device; the launch bounds' figure if it
+// fails). The grid is sized from it: a block that is not resident at the
+// start would run its items after the others.
+template <int KT, int BC, int VT>
+int stream_blocks_per_sm(int device) {
+    static std::atomic<int> cached[64];
+    if (device >= 0 && device < 64)
+        if (const int b = cached[device].load(std::memory_order_relaxed)) return b;
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_stream_kernel<KT, BC, VT>,
+                                                      BC * kSplit, 0) != cudaSuccess ||
+        b < 1) {
+        (void)cudaGetLastError();  // not sticky; the caller checked that none was pending
+        b = stream_min_blocks(BC);
+    }
+    if (device >= 0 && device < 64) cached[device].store(b, std::memory_order_relaxed);
+    return b;
+}
+
+template <int KT, int BC, int VT>
+cudaError_t launch_decode_stream(const Params& p, int64_t items, cudaStream_t stream) {
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device)) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device))
+        return e;
+    const int64_t slots = int64_t(stream_blocks_per_sm<KT, BC, VT>(device)) * (sms > 0 ? sms : 1);
+    // As many rounds as one full grid needs, the items spread evenly over
+    // them: every block walks the same number of items (± 1).
+    const int64_t rounds = (items + slots - 1) / slots;
+    const int64_t grid = (items + rounds - 1) / rounds;
+    decode_stream_kernel<KT, BC, VT><<<unsigned(grid), BC * kSplit, 0, stream>>>(p, int32_t(items));
+    return cudaGetLastError();
+}
+
+template <int KT>
+cudaError_t launch_decode_v4(const Params& p, int bc, int64_t items, cudaStream_t stream) {
+    if (bc == 16)
+        return p.V == 128 ? launch_decode_stream<KT, 16, 128>(p, items, stream)
+                          : launch_decode_stream<KT, 16, 0>(p, items, stream);
+    return p.V == 128 ? launch_decode_stream<KT, 32, 128>(p, items, stream)
+                      : launch_decode_stream<KT, 32, 0>(p, items, stream);
+}
 
 }  // namespace
 
 cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
     if ((p.K != 64 && p.K != 128) || !p.state_kv || int64_t(p.K) * p.V >= (int64_t(1) << 31))
         return cudaErrorInvalidValue;
-    int bc;
     if (p.flags & GDN_FLAG_OUTPUT_NORM) {
-        // One block per row: the smallest column tile that holds V.
+        // v3's kernel, one block per row: the smallest column tile that holds V.
         if (p.V > 128) return cudaErrorInvalidValue;
-        bc = p.V <= 32 ? 32 : p.V <= 64 ? 64 : 128;
-    } else {
-        // 32 columns per block; 16 where that grid is small (N = 1 at Hv 48:
-        // 384 blocks of 64 threads spread over more SMs than 192 of 128).
-        const int64_t blocks32 = int64_t(p.num_seqs) * p.Hv * ((p.V + 31) / 32);
-        bc = blocks32 < kDecodeSmallGrid ? 16 : 32;
+        const int bc = p.V <= 32 ? 32 : p.V <= 64 ? 64 : 128;
+        return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
     }
-    return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
+    // 32 columns per item; 16 where there are few items (N = 1 at Hv 48:
+    // 384 items of 64 threads spread over more SMs than 192 of 128).
+    const int64_t items32 = int64_t(p.num_seqs) * p.Hv * ((p.V + 31) / 32);
+    const int bc = items32 < kDecodeSmallGrid ? 16 : 32;
+    const int64_t items = int64_t(p.num_seqs) * p.Hv * ((p.V + bc - 1) / bc);
+    if (items > (int64_t(1) << 30)) {
+        // Item numbers (and i + grid) must fit in 32 bits: v3's kernel (a
+        // block per item) for such batches (> 2^30 items: terabytes of state).
+        return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
+    }
+    return p.K == 64 ? launch_decode_v4<64>(p, bc, items, stream)
+                     : launch_decode_v4<128>(p, bc, items, stream);
 }
 
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,

@@ -258,6 +258,55 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         s.null_cu_seqlens = false;
         decode_kernel_checks(s, "K = 64, V = 200, N = 1");
     }
+    // The persistent kernel (v4): a grid of about one round of resident
+    // blocks walks the items (sequence, head, 32 columns) with the next item's
+    // loads in flight. Item counts that no grid divides evenly (primes, or
+    // not a multiple of the grid on the H200), padding, empty sequences and
+    // zero starts in the middle of a block's walk.
+    {
+        Spec s;  // 1031 items (prime: some blocks walk one item fewer on any GPU), K = 64, V = 32, f32
+        const int N = 1031;
+        s.seq_lens = std::vector<int32_t>(N, 1);
+        s.hk = 1, s.hv = 1, s.k = 64, s.v = 32;
+        s.flags = every;
+        s.num_state_slots = N + 4;
+        s.slot_pad = 1;
+        for (int i = 0; i < N; ++i) {
+            s.state_indices.push_back(i % 13 == 5 ? -1 : (i * 17) % (N + 4));
+            s.start_from_zero.push_back(uint8_t(i % 7 == 2));
+        }
+        s.seed = 37;
+        decode_kernel_checks(s, "N = 1031 items (prime), K = 64, V = 32, padding, zero-start");
+    }
+    {
+        Spec s;  // empty sequences (zero-start or not) and padding mid-walk, K = V = 128, 2452 items
+        const int N = 613;
+        s.hk = 1, s.hv = 1, s.k = s.v = 128;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.flags = every;
+        s.num_state_slots = N;
+        s.slot_pad = 3;
+        for (int i = 0; i < N; ++i) {
+            s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
+            s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
+            s.start_from_zero.push_back(uint8_t(i % 3 == 0));
+        }
+        s.seed = 38;
+        decode_kernel_checks(s, "N = 613, empty sequences and padding mid-walk, K = V = 128");
+    }
+    {
+        Spec s;  // sequences longer than max_seqlen = 1 (the caller's bug; still right), 3200 items
+        const int N = 200;
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = every;
+        for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
+        s.max_seqlen = 1;
+        s.start_from_zero = std::vector<uint8_t>(N, 0);
+        s.start_from_zero[5] = s.start_from_zero[7] = 1;  // 7: two tokens from zero
+        s.seed = 39;
+        decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1");
+    }
 }
 
 TEST_CASE("decode: N sequences with padding slots and mixed zero-start equal N separate runs",
