@@ -286,6 +286,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         s.flags = every;
         s.num_state_slots = N;
         s.slot_pad = 3;
+        s.seq_lens.clear();  // Spec's default is one 64-token sequence
         for (int i = 0; i < N; ++i) {
             s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
             s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
@@ -300,6 +301,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         s.hk = 2, s.hv = 4, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
         s.flags = every;
+        s.seq_lens.clear();
         for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
         s.max_seqlen = 1;
         s.start_from_zero = std::vector<uint8_t>(N, 0);
