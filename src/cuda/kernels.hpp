@@ -57,10 +57,12 @@ struct ChunkScratch {
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
                               cudaStream_t stream);
 
-// The decode kernel: one block per (sequence, value head); [K][V] state,
-// K in {64, 128}, V <= 128 and V % 4 == 0, 16-byte aligned state rows. Gives
-// the sequential kernel's bits (same sums in the same order), with 16-byte
-// state accesses.
+// The decode step (max_seqlen == 1, [K][V] state, K in {64, 128}, any V and
+// slot stride; V <= 128 with the output norm): a persistent grid walking
+// (sequence, value head, column block) items with the next item's loads in
+// flight (decode_stream_kernel), or one block per row with the output norm
+// (decode_kernel). Gives the sequential kernel's bits (same sums in the same
+// order).
 cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 
 // The chunked path, one window of tokens [window_start, window_end) (chunk
