@@ -399,8 +399,11 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens):
         t0 = time.time()
         r = run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed=10 + i)
         results.append((hv, lens) + r)
+        # Errors on the progress line too: a run cut by its time limit keeps them.
         print(f"  [{hv} value heads, {shape_name(lens)}: {time.time() - t0:.1f} s] "
-              + ", ".join(f"{m} {r[0][m][0]:.4f}{r[0][m][1]}" for m in methods if m in r[0]))
+              + ", ".join(f"{m} {r[0][m][0]:.4f}{r[0][m][1]}" for m in methods if m in r[0])
+              + ("; errors (out / state) " + ", ".join(f"{m} {r[1][m]}" for m in methods if m in r[1])
+                 if r[1] else ""))
         sys.stdout.flush()
     for hv in sorted({s[0] for s in shapes}):
         rows = [r for r in results if r[0] == hv]
