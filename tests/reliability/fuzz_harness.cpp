@@ -886,7 +886,7 @@ void Harness::call_select_path() {
             if (std::memcmp(&info, &before, sizeof info) != 0) violation("gdn_select_path failed but wrote info");
         } else {
             if (info.path != GDN_PATH_SEQUENTIAL && info.path != GDN_PATH_CHUNKED_FP32 &&
-                info.path != GDN_PATH_CHUNKED_LOWP_C16)
+                info.path != GDN_PATH_CHUNKED_LOWP_C16 && info.path != GDN_PATH_CHUNKED_TC)
                 violation("gdn_select_path chose path %d", int(info.path));
             if (std::memchr(info.reason, '\0', sizeof info.reason) == nullptr || info.reason[0] == '\0')
                 violation("gdn_select_path: reason empty or not terminated");
