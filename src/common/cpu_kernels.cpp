@@ -465,21 +465,13 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w,
     const float* k_op = Op::exact ? w.k : w.k_op;
 
     // γ_t = Σ_{i<=t} g_i inside the chunk (padding rows keep γ_{L−1}).
-    float gamma_t = 0.0f, gamma_abs_max = 0.0f;
+    float gamma_t = 0.0f;
     for (int32_t t = 0; t < C; ++t) {
         gamma_t += w.g[t];
         w.gamma[t] = gamma_t;
         w.e_gamma[t] = std::exp(gamma_t);
-        gamma_abs_max = std::max(gamma_abs_max, std::fabs(gamma_t));
     }
     const float* gamma = w.gamma;
-
-    // The decay between tokens i <= t, e^{γ_t−γ_i}: as e^{γ_t} · e^{−γ_i} (two
-    // exps per token, not one per pair) while both factors are normal floats
-    // (|γ| < 80); else one exp per pair, which never overflows.
-    const bool factored = gamma_abs_max < 80.0f;
-    if (factored)
-        for (int32_t t = 0; t < C; ++t) w.e_neg_gamma[t] = std::exp(-gamma[t]);
 
     // P[t][i] = e^{γ_t−γ_i} q_t·k_i (i <= t, 0 above the diagonal) and
     // A[t][i] = β_t e^{γ_t−γ_i} k_t·k_i (i < t).
@@ -489,8 +481,7 @@ GDN_CPU_INLINE void chunk_step(const Dims& d, int32_t L, const WorkerScratch& w,
         const float* qk_t = w.qk + size_t(t) * C;
         const float* kk_t = w.kk + size_t(t) * C;
         for (int32_t i = 0; i <= t; ++i) {
-            const float decay =
-                factored ? w.e_gamma[t] * w.e_neg_gamma[i] : std::exp(gamma[t] - gamma[i]);
+            const float decay = std::exp(gamma[t] - gamma[i]);
             P_t[i] = op(decay * qk_t[i]);
             A_t[i] = w.beta[t] * decay * kk_t[i];
         }
@@ -628,7 +619,6 @@ WorkerScratch carve_worker_scratch(WorkspaceCarver& carver, const Dims& d, gdn_p
     w.T = carver.take<float>(C * C);
     w.P = carver.take<float>(C * C);
     w.e_gamma = carver.take<float>(C);
-    w.e_neg_gamma = carver.take<float>(C);
     if (path != GDN_PATH_CHUNKED_LOWP_C16) return w;
     w.q_op = carver.take<float>(C * Kp);
     w.k_op = carver.take<float>(C * Kp);

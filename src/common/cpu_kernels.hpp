@@ -77,7 +77,6 @@ struct WorkerScratch {
     float* T = nullptr;      // [C][C]   (I + A)^{-1}
     float* P = nullptr;      // [C][C]   e^{γ_t−γ_i} q_t·k_i, i <= t
     float* e_gamma = nullptr;// [C]      e^{γ_t}
-    float* e_neg_gamma = nullptr;// [C]  e^{−γ_t}
     // Low-precision emulation only: operands rounded to FP16/BF16.
     float* q_op = nullptr;   // [C][Kp]
     float* k_op = nullptr;   // [C][Kp]
