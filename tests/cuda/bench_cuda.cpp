@@ -21,6 +21,9 @@
 #include "common/numeric.hpp"
 #include "gdn/gdn.h"
 
+// bench_kernels.cu
+cudaError_t bench_scale_in_place(void* x, size_t bytes, int sms, cudaStream_t stream);
+
 namespace {
 
 constexpr int32_t kHk = 16, kHv = 48, kK = 128, kV = 128;
@@ -144,12 +147,15 @@ public:
             CK(cudaMemset(s.out, 0, v_bytes_));
         }
         size_t ws = 0;
-        for (gdn_algorithm_t a : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO}) {
-            gdn_problem_t p = prob_;
-            p.algorithm = a;
-            size_t need = 0;
-            if (gdn_workspace_size(&caps_, &p, &need) == GDN_SUCCESS) ws = std::max(ws, need);
-        }
+        for (gdn_algorithm_t a : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO})
+            for (gdn_precision_t pr : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
+                                       GDN_PRECISION_FP16}) {
+                gdn_problem_t p = prob_;
+                p.algorithm = a;
+                p.precision = pr;
+                size_t need = 0;
+                if (gdn_workspace_size(&caps_, &p, &need) == GDN_SUCCESS) ws = std::max(ws, need);
+            }
         ws_bytes_ = ws;
         if (ws) CK(cudaMalloc(&ws_, ws));
         CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -224,7 +230,7 @@ public:
         return info.reason;
     }
     size_t state_bytes() const { return state_bytes_; }
-    // The precision the calls allow (the workspace is the same for all).
+    // The precision the calls allow (the workspace fits every precision).
     void set_precision(gdn_precision_t p) { prob_.precision = p; }
     size_t sets() const { return sets_.size(); }
     const gdn_caps_t& caps() const { return caps_; }
@@ -277,6 +283,54 @@ void decode(int reps) {
         std::printf("| %d | %.2f us | %.1f MB | %.2f TB/s | %.0f%% |\n", N, ms * 1e3, bytes / 1e6,
                     bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kCopyBandwidth);
         std::fflush(stdout);
+    }
+}
+
+// The memory system's own rate for the decode's traffic: the same bytes as
+// N states, rewritten in place by a plain kernel (x = 1·x, float4, four loads
+// in flight per thread) and copied by cudaMemcpyAsync (read + write counted).
+void memory_floor(int reps, const gdn_caps_t& caps) {
+    std::printf("\n## the decode's memory floor: N states' bytes, read and written (median of %d "
+                "batches of 20)\n\n| N | state bytes (read + write) | in place, plain kernel | copy "
+                "(cudaMemcpyAsync) |\n|---:|---:|---:|---:|\n",
+                reps);
+    for (int32_t N : {64, 256, 1024}) {
+        const size_t bytes = size_t(N) * kHv * kK * kV * sizeof(float);
+        void *a = nullptr, *b = nullptr;
+        CK(cudaMalloc(&a, bytes));
+        CK(cudaMalloc(&b, bytes));
+        CK(cudaMemset(a, 0, bytes));
+        cudaStream_t st;
+        cudaEvent_t e0, e1;
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        auto median_us = [&](auto&& launch) {
+            for (int i = 0; i < 3; ++i) launch();
+            std::vector<double> v;
+            for (int r = 0; r < reps; ++r) {
+                CK(cudaEventRecord(e0, st));
+                for (int i = 0; i < 20; ++i) launch();
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                v.push_back(ms * 1e3 / 20);
+            }
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        const double rmw = median_us([&] { CK(bench_scale_in_place(a, bytes, caps.multiprocessor_count, st)); });
+        const double cp = median_us([&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st)); });
+        const double moved = 2.0 * double(bytes);
+        std::printf("| %d | %.1f MB | %.2f us (%.2f TB/s) | %.2f us (%.2f TB/s) |\n", N, moved / 1e6, rmw,
+                    moved / (rmw * 1e-6) / 1e12, cp, moved / (cp * 1e-6) / 1e12);
+        std::fflush(stdout);
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        CK(cudaStreamDestroy(st));
+        CK(cudaFree(a));
+        CK(cudaFree(b));
     }
 }
 
@@ -348,7 +402,10 @@ int main(int argc, char** argv) {
     std::printf("# gdn_bench_cuda: %s (%s, %d SMs), gdn %u\n", caps.name, caps.arch,
                 caps.multiprocessor_count, gdn_version());
     if (what == "prompt" || what == "all") prompt(reps);
-    if (what == "decode" || what == "all") decode(reps);
+    if (what == "decode" || what == "all") {
+        decode(reps);
+        memory_floor(reps, caps);
+    }
     if (what == "host" || what == "all") host();
     if (what == "tc" || what == "all") tensor_cores(reps);
     // A few calls of one shape, for a profiler: "profile-chunked" (T = 2048,
