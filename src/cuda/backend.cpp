@@ -121,7 +121,14 @@ struct ChunkLayout {
     size_t bytes;
 };
 
-ChunkLayout carve_chunk_scratch(const Shape& s, void* base) {
+// The BF16/FP16 modes run the register-state scan (chunk_scan_mma.cuh; the
+// chunked path's V, 64 or 128, gives each warp 16 columns of one head); it
+// reads the prep's 16-bit k/q rows.
+bool use_scan_mma(const Shape& s, ScanMode mode) {
+    return (mode == ScanMode::kBf16 || mode == ScanMode::kFp16) && s.head_dim_v % 16 == 0;
+}
+
+ChunkLayout carve_chunk_scratch(const Shape& s, ScanMode mode, void* base) {
     ChunkLayout l;
     const int64_t chunk = policy::kCudaChunk;
     const int64_t tokens = (s.num_tokens + chunk - 1) / chunk * chunk;
@@ -133,6 +140,10 @@ ChunkLayout carve_chunk_scratch(const Shape& s, void* base) {
     l.scratch.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
     l.scratch.O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
                                   : nullptr;
+    l.scratch.kq16 = use_scan_mma(s, mode)
+                         ? c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k)
+                         : nullptr;
+    l.scratch.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
     l.scratch.rows = rows;
     l.bytes = c.bytes();
     return l;
@@ -241,7 +252,7 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
     }
     if (path.path != GDN_PATH_CHUNKED_FP32 && path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
-    *bytes = carve_chunk_scratch(shape, nullptr).bytes;
+    *bytes = carve_chunk_scratch(shape, scan_mode_for(path.path, path.precision), nullptr).bytes;
     return GDN_SUCCESS;
 }
 
@@ -288,8 +299,8 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                                                    shape.head_dim_v, caps.multiprocessor_count);
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
-    const ChunkLayout l = carve_chunk_scratch(shape, workspace);
     const ScanMode mode = scan_mode_for(path.path, path.precision);
+    const ChunkLayout l = carve_chunk_scratch(shape, mode, workspace);
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);
         if (cudaError_t e = launch_chunk_prep(p, l.scratch, a, b, stream))

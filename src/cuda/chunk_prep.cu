@@ -58,6 +58,21 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     }
     __syncthreads();
 
+    // The raw rows as 16-bit operands for the register-state scan (tokens of
+    // this chunk only: the rows past L are the next sequence's).
+    if (w.kq16) {
+        for (int e = tid; e < L * K; e += kThreads) {
+            const int t = e / K, r = e % K;
+            const float kx = k_s[t * LD + r], qx = q_s[t * LD + r];
+            uint16_t* dst = w.kq16 + ((int64_t(kh) * w.rows + row0 + t) * 2) * K + r;
+            dst[0] = w.kq16_fp16 ? __half_as_ushort(__float2half_rn(kx))
+                                 : __bfloat16_as_ushort(__float2bfloat16_rn(kx));
+            dst[K] = w.kq16_fp16 ? __half_as_ushort(__float2half_rn(qx))
+                                 : __bfloat16_as_ushort(__float2bfloat16_rn(qx));
+        }
+        __syncthreads();  // before the rows are scaled in place
+    }
+
     // q̂ = qf·q, k̂ = kf·k; the scan applies the same factors to its raw rows.
     for (int t = warp; t < 32; t += kWarps) {
         float qq = 0.0f, kk = 0.0f;

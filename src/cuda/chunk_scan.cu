@@ -1,8 +1,10 @@
-// Launch code of the chunked path's scan (the kernels are in chunk_scan.cuh,
+// Launch code of the chunked path's scan (the kernels are in chunk_scan.cuh and
+// chunk_scan_mma.cuh,
 // compiled per mode and input element size: chunk_scan_in2.cu, chunk_scan_in4.cu,
 // chunk_scan_bf16.cu, chunk_scan_fp16.cu, chunk_scan_tf32x3.cu)
 // and the output-norm pass that follows it when GDN_FLAG_OUTPUT_NORM is set.
 #include "cuda/chunk_scan.cuh"
+#include "cuda/chunk_scan_mma.cuh"
 
 namespace gdn::cuda {
 
@@ -48,9 +50,17 @@ namespace {
 template <ScanMode MODE>
 cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                         int ncol, bool zero_empty, cudaStream_t stream) {
-    if (p.in_dt == GDN_DTYPE_F32)
-        return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
-    return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+    if constexpr (MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16) {
+        // The register-state scan, on the 16-bit k/q rows the prep wrote.
+        if (!w.kq16) return cudaErrorInvalidValue;
+        if (p.in_dt == GDN_DTYPE_F32)
+            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+    } else {
+        if (p.in_dt == GDN_DTYPE_F32)
+            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+    }
 }
 }  // namespace
 
@@ -85,9 +95,9 @@ cudaError_t set_chunk_scan_attributes(size_t smem_limit) {
     using F = cudaError_t (*)(size_t);
     const F setters[] = {
         scan::set_attributes_in<2, ScanMode::kFp32>,   scan::set_attributes_in<4, ScanMode::kFp32>,
-        scan::set_attributes_in<2, ScanMode::kBf16>,   scan::set_attributes_in<4, ScanMode::kBf16>,
-        scan::set_attributes_in<2, ScanMode::kFp16>,   scan::set_attributes_in<4, ScanMode::kFp16>,
         scan::set_attributes_in<2, ScanMode::kTf32x3>, scan::set_attributes_in<4, ScanMode::kTf32x3>,
+        scan_mma::set_attributes_in<2, ScanMode::kBf16>, scan_mma::set_attributes_in<4, ScanMode::kBf16>,
+        scan_mma::set_attributes_in<2, ScanMode::kFp16>, scan_mma::set_attributes_in<4, ScanMode::kFp16>,
     };
     for (F set : setters)
         if (const cudaError_t e = set(smem_limit)) return e;

@@ -16,12 +16,13 @@
 // and its T, P, γ, β, q/k factors are copied by cp.async; q̂ = qf·q and
 // k̂ = kf·k are applied to the small products, not to the rows.
 //
-// The tensor-core modes (ScanMode, GDN_PATH_CHUNKED_TC) run the two products
-// that touch the state, [S0ᵀk; S0ᵀq] and the update, as mma.sync over the
-// whole of K per warp (no K halves): a warp owns a 16 x 16 tile of the first
-// and 4 (K = 128) or 2 (K = 64) 16 x 8 tiles of the state in the update.
-// The state stays FP32 (the update's accumulator is the FP32 state itself);
-// only the operands are rounded, to BF16/FP16 or split into TF32 hi + lo.
+// The TF32X3 mode (ScanMode::kTf32x3, GDN_PATH_CHUNKED_TC) runs the two
+// products that touch the state, [S0ᵀk; S0ᵀq] and the update, as mma.sync
+// over the whole of K per warp (no K halves): a warp owns a 16 x 16 tile of
+// the first and 4 (K = 128) or 2 (K = 64) 16 x 8 tiles of the state in the
+// update. The state stays FP32 (the update's accumulator is the FP32 state
+// itself); the operands are split into TF32 hi + lo. (The BF16/FP16 modes
+// have their own scan, with the state in registers: chunk_scan_mma.cuh.)
 //
 // A window's chunks are walked in token order, across sequences: the state
 // is written to a sequence's slot after its last chunk of the window (the
@@ -95,6 +96,33 @@ __device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int
     return first_chunk_from(p, c.n + 1, win0, win1);
 }
 
+// T, P, γ, β, qf, kf rows of chunk c (zeros past its end) -> prep buffer pb
+// (layout kPrep*), for the nheads value heads from the key head's gi0-th;
+// threads tid, tid + nt, ... of the block issue the copies, one commit group.
+__device__ __forceinline__ void copy_prep_async(const Params& p, const ChunkScratch& w, int32_t kh,
+                                                int32_t gi0, int nheads, const Chunk& c,
+                                                int64_t win0, float* pb, int tid, int nt) {
+    const int64_t row0 = c.cs - win0;
+    for (int e = tid; e < nheads * 32 * 16; e += nt) {
+        const int l = e / 512, t = (e / 16) % 32, piece = e % 16;
+        const int32_t hh = value_head_of(p, kh, gi0 + l);
+        const float* src = w.TP + (int64_t(hh) * w.rows + row0 + t) * 64 + piece * 4;
+        float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + t * kLdTP + (piece & 7) * 4;
+        cp_async16(dst, t < c.L ? src : w.TP, t < c.L ? 16 : 0);
+    }
+    for (int e = tid; e < nheads * 32; e += nt) {
+        const int l = e / 32, t = e % 32;
+        const int32_t hh = value_head_of(p, kh, gi0 + l);
+        const float* src = w.gb + (int64_t(hh) * w.rows + row0 + t) * 2;
+        cp_async8(pb + kPrepGB + l * 64 + t * 2, t < c.L ? src : w.gb, t < c.L ? 8 : 0);
+    }
+    for (int t = tid; t < 32; t += nt) {
+        const float* src = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
+        cp_async8(pb + kPrepQKF + t * 2, t < c.L ? src : w.qkf, t < c.L ? 8 : 0);
+    }
+    cp_async_commit();
+}
+
 __device__ __forceinline__ void fma4(float (&acc)[4], float a, const float4& b) {
     acc[0] = fmaf(a, b.x, acc[0]);
     acc[1] = fmaf(a, b.y, acc[1]);
@@ -119,12 +147,13 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     constexpr int V_PER = 32 * NCOL / NT;
     static_assert(NCOL % 16 == 0 && K % 32 == 0, "tile shapes");
     static_assert(NW == (CG / 4) * 2 * 2, "warps = column blocks x row blocks x K halves");
+    static_assert(MODE == ScanMode::kFp32 || MODE == ScanMode::kTf32x3, "FP32 or TF32X3");
     constexpr bool kTc = MODE != ScanMode::kFp32;
     constexpr int SLD = NCOL + (kTc ? policy::kCudaScanStatePadTc : 0);  // S_s row stride
-    // D and D2 row stride: the update's B-fragment loads (rows 2t or t of a
-    // 16- or 8-token step) hit distinct banks with NCOL + 4 (16-bit
-    // operands) or NCOL + 8 (TF32); policy::kCudaScanDPadTc floats are set aside.
-    constexpr int DLD = NCOL + (!kTc ? 0 : MODE == ScanMode::kTf32x3 ? 8 : 4);
+    // D and D2 row stride: the update's B-fragment loads (rows t of an
+    // 8-token step) hit distinct banks with NCOL + 8; policy::kCudaScanDPadTc
+    // floats are set aside.
+    constexpr int DLD = NCOL + (kTc ? 8 : 0);
     static_assert(DLD - NCOL <= policy::kCudaScanDPadTc, "D rows fit their allocation");
 
     extern __shared__ __align__(16) float smem[];
@@ -210,28 +239,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         for (int i = 0; i < V_PER; ++i)
             vb[(tid / NCOL + (NT / NCOL) * i) * NCOL + v_c] = Raw<IN_BYTES>::to_float(v_r[i], bf16);
     };
-    // T, P, γ, β, qf, kf rows of chunk c (zeros past its end) -> prep buffer.
     auto prep_async = [&](const Chunk& c, int buf) {
-        float* pb = prep + buf * kPrep;
-        const int64_t row0 = c.cs - win0;
-        for (int e = tid; e < nheads * 32 * 16; e += NT) {
-            const int l = e / 512, t = (e / 16) % 32, piece = e % 16;
-            const int32_t hh = value_head_of(p, kh, gi0 + l);
-            const float* src = w.TP + (int64_t(hh) * w.rows + row0 + t) * 64 + piece * 4;
-            float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + t * kLdTP + (piece & 7) * 4;
-            cp_async16(dst, t < c.L ? src : w.TP, t < c.L ? 16 : 0);
-        }
-        for (int e = tid; e < nheads * 32; e += NT) {
-            const int l = e / 32, t = e % 32;
-            const int32_t hh = value_head_of(p, kh, gi0 + l);
-            const float* src = w.gb + (int64_t(hh) * w.rows + row0 + t) * 2;
-            cp_async8(pb + kPrepGB + l * 64 + t * 2, t < c.L ? src : w.gb, t < c.L ? 8 : 0);
-        }
-        for (int t = tid; t < 32; t += NT) {
-            const float* src = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
-            cp_async8(pb + kPrepQKF + t * 2, t < c.L ? src : w.qkf, t < c.L ? 8 : 0);
-        }
-        cp_async_commit();
+        copy_prep_async(p, w, kh, gi0, nheads, c, win0, prep + buf * kPrep, tid, NT);
     };
     // The state moves between S_s and the pool slot cooperatively (coalesced
     // for [K][V] slots), once per sequence and window. Column c of the block
@@ -302,7 +311,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const float* a_p = kq + 16 * mt + g;  // A[tok][r] = kq[r * kLdKQ + tok]
             const float* b_p = S_s + 8 * nt0 + g; // B[r][c] = S_s[r * SLD + c]
             float acc[2][4] = {};
-            if constexpr (MODE == ScanMode::kTf32x3) {
+            {
 #pragma unroll 4
                 for (int r0 = 0; r0 < K; r0 += 8) {
                     const float* ar = a_p + (r0 + tq) * kLdKQ;
@@ -314,22 +323,6 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                         const float* br = b_p + (r0 + tq) * SLD + 8 * j;
                         const mma::Split b[2] = {mma::split_tf32(br[0]), mma::split_tf32(br[4 * SLD])};
                         mma::mma_3xtf32<IN_BYTES == 2>(acc[j], a, b);
-                    }
-                }
-            } else {
-#pragma unroll 4
-                for (int r0 = 0; r0 < K; r0 += 16) {
-                    const float* ar = a_p + (r0 + 2 * tq) * kLdKQ;
-                    const uint32_t a[4] = {mma::pack2<MODE>(ar[0], ar[kLdKQ]),
-                                           mma::pack2<MODE>(ar[8], ar[kLdKQ + 8]),
-                                           mma::pack2<MODE>(ar[8 * kLdKQ], ar[9 * kLdKQ]),
-                                           mma::pack2<MODE>(ar[8 * kLdKQ + 8], ar[9 * kLdKQ + 8])};
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const float* br = b_p + (r0 + 2 * tq) * SLD + 8 * j;
-                        const uint32_t b[2] = {mma::pack2<MODE>(br[0], br[SLD]),
-                                               mma::pack2<MODE>(br[8 * SLD], br[9 * SLD])};
-                        mma::mma16<MODE>(acc[j], a, b);
                     }
                 }
             }
@@ -471,7 +464,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                 acc[i][3] = decay * x1.y;
             }
             const float* d_p = D2_s + 8 * nt + g;  // B[tok][c] = D2_s[tok * DLD + c]
-            if constexpr (MODE == ScanMode::kTf32x3) {
+            {
 #pragma unroll
                 for (int t0 = 0; t0 < 32; t0 += 8) {
                     const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * DLD]),
@@ -484,24 +477,6 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                                                  mma::split_tf32(ar[4]),
                                                  mma::split_tf32(ar[8 * kLdKQ + 4])};
                         mma::mma_3xtf32<IN_BYTES == 2>(acc[i], a, b);
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int t0 = 0; t0 < 32; t0 += 16) {
-                    const float* dr = d_p + (t0 + 2 * tq) * DLD;
-                    const uint32_t b[2] = {mma::pack2<MODE>(dr[0], dr[DLD]),
-                                           mma::pack2<MODE>(dr[8 * DLD], dr[9 * DLD])};
-#pragma unroll
-                    for (int i = 0; i < MT; ++i) {
-                        const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + 2 * tq;
-                        const float2 a0 = *reinterpret_cast<const float2*>(ar);
-                        const float2 a1 = *reinterpret_cast<const float2*>(ar + 8 * kLdKQ);
-                        const float2 a2 = *reinterpret_cast<const float2*>(ar + 8);
-                        const float2 a3 = *reinterpret_cast<const float2*>(ar + 8 * kLdKQ + 8);
-                        const uint32_t a[4] = {mma::pack2<MODE>(a0.x, a0.y), mma::pack2<MODE>(a1.x, a1.y),
-                                               mma::pack2<MODE>(a2.x, a2.y), mma::pack2<MODE>(a3.x, a3.y)};
-                        mma::mma16<MODE>(acc[i], a, b);
                     }
                 }
             }
@@ -618,10 +593,6 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp32)
 GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp32)
-GDN_SCAN_INSTANCES(extern, 2, ScanMode::kBf16)
-GDN_SCAN_INSTANCES(extern, 4, ScanMode::kBf16)
-GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp16)
-GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp16)
 GDN_SCAN_INSTANCES(extern, 2, ScanMode::kTf32x3)
 GDN_SCAN_INSTANCES(extern, 4, ScanMode::kTf32x3)
 

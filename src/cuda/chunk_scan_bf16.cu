@@ -1,7 +1,7 @@
-// The tensor-core scan kernels with BF16 operands; see chunk_scan.cuh.
-#include "cuda/chunk_scan.cuh"
+// The tensor-core scan kernels with BF16 operands; see chunk_scan_mma.cuh.
+#include "cuda/chunk_scan_mma.cuh"
 
-namespace gdn::cuda::scan {
-GDN_SCAN_INSTANCES(, 2, ScanMode::kBf16)
-GDN_SCAN_INSTANCES(, 4, ScanMode::kBf16)
-}  // namespace gdn::cuda::scan
+namespace gdn::cuda::scan_mma {
+GDN_SCAN_MMA_INSTANCES(, 2, ScanMode::kBf16)
+GDN_SCAN_MMA_INSTANCES(, 4, ScanMode::kBf16)
+}  // namespace gdn::cuda::scan_mma

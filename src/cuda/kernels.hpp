@@ -49,6 +49,10 @@ struct ChunkScratch {
     float* gb;      // [Hv][rows][2]: γ_t (running sum of g inside the chunk), β_t
     float* qkf;     // [Hk][rows][2]: the factors q̂ = qf·q and k̂ = kf·k
     float* O;       // [rows][Hv][V]: raw outputs before the output norm (OUTPUT_NORM only)
+    // [Hk][rows][2][K]: the raw k and q rows as 16-bit operands, for the
+    // register-state scan of the BF16/FP16 modes (null in the other modes).
+    uint16_t* kq16;
+    int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
 };
 
@@ -69,12 +73,14 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 // starts; a chunk may run up to 31 tokens past window_end).
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, cudaStream_t stream);
-// How the scan computes its two state products ([S0ᵀk̂; S0ᵀq̂] and the update
-// Σ k̂ D2ᵀ); the small in-chunk products stay FP32 in every mode.
+// How the scan computes its products. FP32 and TF32X3 (chunk_scan.cuh): the
+// two state products ([S0ᵀk̂; S0ᵀq̂] and the update Σ k̂ D2ᵀ) in that
+// arithmetic, the small in-chunk products in FP32. BF16 and FP16
+// (chunk_scan_mma.cuh): every product of the chunk step on those operands.
 enum class ScanMode : int {
     kFp32 = 0,    // FP32 FMAs (GDN_PATH_CHUNKED_FP32)
-    kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation
-    kFp16 = 2,    // mma.sync m16n8k16, FP16 operands, FP32 accumulation
+    kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation and state
+    kFp16 = 2,    // mma.sync m16n8k16, FP16 operands, FP32 accumulation and state
     kTf32x3 = 3,  // mma.sync m16n8k8, operands split into TF32 hi + lo, three products
 };
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);

@@ -53,6 +53,38 @@ __device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], con
 #endif
 }
 
+// Four 8x8 matrices of 16-bit elements from shared memory: lanes 8i..8i+7
+// give the row addresses of matrix i (16 bytes each); register i gets
+// matrix i's (row lane / 4, columns 2 (lane % 4) and + 1), or with TRANS the
+// transposed matrix's (rows 2 (lane % 4) and + 1, column lane / 4).
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#else
+    (void)row;
+    r[0] = r[1] = r[2] = r[3] = 0u;
+    __trap();
+#endif
+}
+
+// A float as a 16-bit operand's bits (BF16 or FP16, round to nearest even).
+template <ScanMode M>
+__device__ __forceinline__ uint16_t to16(float x) {
+    if constexpr (M == ScanMode::kBf16)
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    else
+        return __half_as_ushort(__float2half_rn(x));
+}
+
 // A float as TF32 (round to nearest, ties away), kept in a float's bits.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
