@@ -63,7 +63,7 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                            caps.multiprocessor_count);
     // BF16/FP16 take the register-state scan, TF32X3 and FP32 the shared-memory one.
     const bool reg_state = s.precision == GDN_PRECISION_BF16 || s.precision == GDN_PRECISION_FP16;
-    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k)
+    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));
     if (smem > caps.shared_mem_per_block_optin)

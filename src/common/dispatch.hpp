@@ -39,11 +39,12 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
                             size_t(K) * cuda_scan_state_ld(ncol, tc) + 2 * 64 * size_t(ncol) +
                             2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
-// The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh): the
-// chunk's k and q rows as 16-bit values (rows of K + 8), two buffers, and two
-// prep buffers as above.
-constexpr size_t cuda_scan_mma_smem_bytes(int32_t K) {
-    return 2 * 64 * size_t(K + 8) * 2 + sizeof(float) * 2 * kCudaScanPrepFloats;
+// The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh), two
+// buffers of each: the chunk's k and q rows as 16-bit values (rows of K + 8),
+// the prep rows as above, and v (32 rows of ncol + 4 floats).
+constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol) {
+    return 2 * 64 * size_t(K + 8) * 2 +
+           sizeof(float) * 2 * (kCudaScanPrepFloats + 32 * size_t(ncol + 4));
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads (8 * ncol threads); every block walks every chunk,

@@ -18,14 +18,20 @@
 // come from shared memory: the chunk's raw k and q rows as 16-bit values
 // (written by the prep, w.kq16) through ldmatrix (transposed for the update),
 // and T, P as FP32 rows rounded when loaded. The state never leaves the
-// registers between a sequence's chunks; the warps of a block share only the
-// staged rows, so a chunk costs one barrier. The next chunk's rows are copied
-// with cp.async while the current one computes; v goes straight to the
-// registers where Uᵀ needs it (any stride, any input type).
+// registers between a sequence's chunks.
+//
+// Warp specialisation: a block has NCOL / 16 compute warps and one loading
+// warp. The loading warp copies the next chunk's k/q and prep rows
+// (cp.async) and its v (through registers: any stride and type, converted
+// to FP32) into the second buffer while the compute warps work on the
+// current one; they meet at one barrier per chunk. The compute warps issue
+// no copies and no v loads (half of their instructions before, Nsight on the
+// H200: docs/perf-notes.md v6), only the products, the small elementwise
+// steps and the output stores.
 //
 // Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type), Sᵀ
-// in Yᵀ, Uᵀ and T in Dᵀ, Dᵀ and P in Oᵀ, D2ᵀ in the update. Accumulation and
-// the state are FP32.
+// in Yᵀ, D2ᵀ in the update; Uᵀ, T, Dᵀ and P are split into a 16-bit value and
+// its 16-bit remainder (kSplitSmall). Accumulation and the state are FP32.
 #pragma once
 
 #include "cuda/chunk_scan.cuh"
@@ -85,67 +91,171 @@ __device__ __forceinline__ void acc_to_a(const float (&x)[4][4], int s, uint32_t
     a[3] = pack_split<MODE>(x[2 * s + 1][2], x[2 * s + 1][3], lo ? &(*lo)[3] : nullptr);
 }
 
+// Element type of the output.
+template <typename T>
+__device__ __forceinline__ T out_cast(float x);
+template <>
+__device__ __forceinline__ float out_cast<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 out_cast<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half out_cast<__half>(float x) { return __float2half_rn(x); }
+
+// Oᵀ tiles of a thread (tile j, [e]: token 8j + 2tq + (e & 1), column + 8 (e >> 1))
+// to row-major rows of stride ld starting at base = (token 2tq, first column);
+// only tokens < L.
+template <typename T>
+__device__ __forceinline__ void store_tile(T* base, int64_t ld, const float (&o)[4][4], int tq, int L) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        T* r = base + 8 * j * ld;
+        const int t = 8 * j + 2 * tq;
+        if (L == kChunk || t < L) {
+            r[0] = out_cast<T>(o[j][0]);
+            r[8] = out_cast<T>(o[j][2]);
+        }
+        if (L == kChunk || t + 1 < L) {
+            r[ld] = out_cast<T>(o[j][1]);
+            r[ld + 8] = out_cast<T>(o[j][3]);
+        }
+    }
+}
+
+// Row stride (floats) of the staged v rows: the Uᵀ reads (tokens 2tq + e,
+// columns g) hit 32 distinct banks with NCOL + 4.
+template <int NCOL>
+constexpr int kLdV = NCOL + 4;
+
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
-__global__ void __launch_bounds__(2 * NCOL, 1)
+__global__ void __launch_bounds__(2 * NCOL + 32, 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                           int zero_empty_sequences) {
     static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
-    static_assert(NCOL % 16 == 0 && K % 16 == 0, "tile shapes");
+    static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 16 == 0, "tile shapes");
     using In = typename scan::Raw<IN_BYTES>::type;
-    constexpr int NT = 2 * NCOL;  // a warp per 16 columns
+    constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;
-    constexpr int NJ = K / 8;     // 8-wide tiles of Sᵀ's K columns
+    constexpr int LDV = kLdV<NCOL>;
+    constexpr int NJ = K / 8;      // 8-wide tiles of Sᵀ's K columns
 
     extern __shared__ __align__(16) float smem[];
-    uint16_t* kq_s = reinterpret_cast<uint16_t*>(smem);     // [2][64][LD]: k rows 0..31, q rows 32..63
-    float* prep = smem + (2 * 64 * LD) / 2;                 // [2][kPrep]
+    uint16_t* kq_s = reinterpret_cast<uint16_t*>(smem);  // [2][64][LD]: k rows 0..31, q rows 32..63
+    float* prep = smem + (2 * 64 * LD) / 2;              // [2][kPrep]
+    float* v_s = prep + 2 * kPrep;                       // [2][32][LDV]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
     const int32_t kh = blockIdx.y;
-    const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
     // Columns are numbered across the key head's value heads (G·V of them);
     // V is a multiple of 16, so a warp's 16 columns are one head's.
     const int32_t gc0 = int32_t(blockIdx.x) * NCOL;
     const int32_t gi0 = gc0 / p.V;
     const int nheads = (gc0 + NCOL - 1) / p.V - gi0 + 1;
+
+    Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
+
+    if (warp == NW) {
+        // ------------------------------------------------------------------
+        // The loading warp: chunk c's k/q rows, prep rows (cp.async) and v
+        // (through registers: any stride and type) into buffer buf, then
+        // wait for them; the compute warps meet it at one barrier per chunk.
+        const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
+        const In* v_in = static_cast<const In*>(p.v);
+        // This lane's v columns: lane and lane + 32 of the block (< NCOL).
+        int64_t v_off[2];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const int32_t gc = gc0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
+            v_off[m] = int64_t(value_head_of(p, kh, gc / p.V)) * p.v_head + gc % p.V;
+        }
+        const float* tp_head[2];
+        const float* gb_head[2];
+#pragma unroll
+        for (int l = 0; l < 2; ++l) {
+            const int32_t hh = value_head_of(p, kh, gi0 + (l < nheads ? l : 0));
+            tp_head[l] = w.TP + int64_t(hh) * w.rows * 64;
+            gb_head[l] = w.gb + int64_t(hh) * w.rows * 2;
+        }
+        auto load = [&](const Chunk& c, int buf) {
+            const int64_t row0 = c.cs - win0;
+            // k/q rows: 64 rows of K/8 16-byte pieces.
+            {
+                constexpr int PIECES = K / 8;
+                const uint16_t* src0 = w.kq16 + (int64_t(kh) * w.rows + row0) * 2 * K;
+                uint16_t* dst0 = kq_s + buf * 64 * LD;
+                for (int e = lane; e < 64 * PIECES; e += 32) {
+                    const int row = e / PIECES, pc = e % PIECES;  // k tokens 0..31, q tokens 32..63
+                    const int t = row % 32;
+                    cp_async16(dst0 + row * LD + pc * 8,
+                               t < c.L ? src0 + (2 * t + row / 32) * K + pc * 8 : w.kq16,
+                               t < c.L ? 16 : 0);
+                }
+            }
+            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P), γ, β, qf, kf.
+            float* pb = prep + buf * kPrep;
+#pragma unroll
+            for (int l = 0; l < 2; ++l) {
+                if (l >= nheads) break;
+                const int piece = lane & 15;
+                const float* src = tp_head[l] + row0 * 64 + piece * 4;
+                float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + (piece & 7) * 4;
+#pragma unroll 4
+                for (int t = lane >> 4; t < 32; t += 2)
+                    cp_async16(dst + t * kLdTP, t < c.L ? src + t * 64 : w.TP, t < c.L ? 16 : 0);
+                cp_async8(pb + kPrepGB + l * 64 + lane * 2,
+                          lane < c.L ? gb_head[l] + (row0 + lane) * 2 : w.gb, lane < c.L ? 8 : 0);
+            }
+            cp_async8(pb + kPrepQKF + lane * 2,
+                      lane < c.L ? w.qkf + (int64_t(kh) * w.rows + row0 + lane) * 2 : w.qkf,
+                      lane < c.L ? 8 : 0);
+            cp_async_commit();
+            // v: 16 tokens at a time, both columns of the lane in flight.
+            float* vb = v_s + buf * 32 * LDV;
+#pragma unroll
+            for (int h16 = 0; h16 < 2; ++h16) {
+                uint32_t r[16][2];
+                const In* vt = v_in + (c.cs + 16 * h16) * p.v_tok;
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    const bool ok = 16 * h16 + i < c.L;
+#pragma unroll
+                    for (int m = 0; m < 2; ++m)
+                        r[i][m] = ok && lane + 32 * m < NCOL ? uint32_t(__ldg(vt + v_off[m])) : 0u;
+                    vt += p.v_tok;
+                }
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+#pragma unroll
+                    for (int m = 0; m < 2; ++m)
+                        if (lane + 32 * m < NCOL)
+                            vb[(16 * h16 + i) * LDV + lane + 32 * m] =
+                                scan::Raw<IN_BYTES>::to_float(r[i][m], bf16_in);
+            }
+            cp_async_wait_all();
+        };
+        if (cur.n < 0) return;
+        load(cur, 0);
+        __syncthreads();
+#pragma unroll 1
+        for (int b = 0;; b ^= 1) {
+            const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
+            if (nxt.n < 0) break;
+            load(nxt, b ^ 1);  // buffer b^1 was last read before the previous barrier
+            __syncthreads();
+            cur = nxt;
+        }
+        return;
+    }
+
+    // ----------------------------------------------------------------------
+    // The compute warps.
     const int32_t wc = gc0 + 16 * warp;
     const int lh = wc / p.V - gi0;  // the warp's head within the block
     const int32_t h = value_head_of(p, kh, gi0 + lh);
     const int32_t c0 = wc % p.V + g;  // this thread's columns: c0 and c0 + 8
-    const In* v_in = static_cast<const In*>(p.v);
-    const In* v_col = v_in + (int64_t(h) * p.v_head + c0);
 
     // Sᵀ tile j: [0], [1] = (column c0, K rows 8j + 2tq, + 1); [2], [3] = column c0 + 8.
     float S[NJ][4];
-    // v of the current chunk at Uᵀ's accumulator positions: tile j (tokens 8j..8j+7),
-    // [0], [1] = (tokens 8j + 2tq, + 1; column c0), [2], [3] = column c0 + 8.
-    uint32_t v_r[16];
-
-    auto load_v = [&](const Chunk& c) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int t = 8 * j + 2 * tq + e;
-                const In* at = v_col + (c.cs + t) * p.v_tok;
-                v_r[4 * j + e] = t < c.L ? uint32_t(__ldg(at)) : 0u;
-                v_r[4 * j + 2 + e] = t < c.L ? uint32_t(__ldg(at + 8)) : 0u;
-            }
-    };
-    // The chunk's k and q rows (zeros past its end) -> buffer buf.
-    auto stage_async = [&](const Chunk& c, int buf) {
-        constexpr int PIECES = K / 8;  // 16-byte pieces per row
-        const int64_t row0 = c.cs - win0;
-        uint16_t* dst0 = kq_s + buf * 64 * LD;
-        for (int e = tid; e < 64 * PIECES; e += NT) {
-            const int row = e / PIECES, pc = e % PIECES;  // row: k tokens 0..31, q tokens 32..63
-            const int t = row % 32;
-            const uint16_t* src =
-                w.kq16 + ((int64_t(kh) * w.rows + row0 + t) * 2 + row / 32) * K + pc * 8;
-            cp_async16(dst0 + row * LD + pc * 8, t < c.L ? src : w.kq16, t < c.L ? 16 : 0);
-        }
-    };
     // Element (K row 8j + 2tq + (e & 1), column c0 + 8 (e >> 1)) of a head's
     // state is at st_at + j·st_j + (e & 1)·st_1 + (e >> 1)·st_8 (32-bit: a
     // head's K·V is checked to fit).
@@ -179,14 +289,8 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
         for (int32_t n = 0; n < p.num_seqs; ++n)
             if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
                 store_state(n, true);
-
-    Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
     if (cur.n < 0) return;
     load_state(cur);
-    load_v(cur);
-    stage_async(cur, 0);
-    scan::copy_prep_async(p, w, kh, gi0, nheads, cur, win0, prep, tid, NT);
-    cp_async_wait_all();
     __syncthreads();
 
     // ldmatrix row addresses of this lane (elements from a buffer's start):
@@ -196,20 +300,22 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
     // columns (K) 8 (i / 2).
     const int ld_y = ((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8;
     const int ld_u = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
+    // The outputs: row stride and the element of (token 2tq, column c0).
+    const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
+    const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
+    const int64_t o_col = norm_pass ? int64_t(h) * p.V + c0 : int64_t(h) * p.o_head + c0;
+    const int v_at = (2 * tq) * LDV + 16 * warp + g;  // v of (token 2tq, column c0) in a buffer
 
 #pragma unroll 1
     for (int b = 0;; b ^= 1) {
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
-        if (nxt.n >= 0) {  // buffer b^1 was last read before the previous barrier
-            stage_async(nxt, b ^ 1);
-            scan::copy_prep_async(p, w, kh, gi0, nheads, nxt, win0, prep + (b ^ 1) * kPrep, tid, NT);
-        }
         const uint16_t* kq = kq_s + b * 64 * LD;
         const float* pb = prep + b * kPrep;
         const float* T_ = pb + kPrepT + lh * 32 * kLdTP;
         const float* P_ = pb + kPrepP + lh * 32 * kLdTP;
         const float* gb = pb + kPrepGB + lh * 64;
         const float* qkf = pb + kPrepQKF;
+        const float* vb = v_s + b * 32 * LDV + v_at;
         const int L = cur.L;
 
         // Yᵀ = Sᵀ [k; q]ᵀ: tiles 0..3 the k tokens, 4..7 the q tokens.
@@ -240,17 +346,14 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
                     const int t = 8 * j + 2 * tq + e;
                     const float2 gbt = *reinterpret_cast<const float2*>(gb + 2 * t);
                     const float f = expf(gbt.x) * qkf[2 * t + 1];
-                    u[j][e] = gbt.y * (scan::Raw<IN_BYTES>::to_float(v_r[4 * j + e], bf16_in) - f * y[j][e]);
-                    u[j][2 + e] =
-                        gbt.y * (scan::Raw<IN_BYTES>::to_float(v_r[4 * j + 2 + e], bf16_in) - f * y[j][2 + e]);
+                    const float* vr = vb + (8 * j + e) * LDV;
+                    u[j][e] = gbt.y * (vr[0] - f * y[j][e]);
+                    u[j][2 + e] = gbt.y * (vr[8] - f * y[j][2 + e]);
                 }
 #pragma unroll
             for (int s = 0; s < 2; ++s) acc_to_a<MODE>(u, s, ua[s], kSplitSmall ? &ua_lo[s] : nullptr);
         }
-        // The next chunk's v, in flight during the rest of this one.
-        if (nxt.n >= 0) load_v(nxt);
 
-        // B operand rows of T and P: b0 = M[8n + g][16s + 2tq, +1], b1 = the same + 8.
         // acc += A Mᵀ for 8-token tile n, 16-token step s (split when kSplitSmall).
         auto small_product = [&](float(&acc)[4], const uint32_t(&a)[4], const uint32_t(&a_lo)[4],
                                  const float* M, int n, int s) {
@@ -258,13 +361,13 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
             const float2 x0 = *reinterpret_cast<const float2*>(r);
             const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
             uint32_t b_lo[2];
-            const uint32_t b[2] = {pack_split<MODE>(x0.x, x0.y, kSplitSmall ? &b_lo[0] : nullptr),
-                                   pack_split<MODE>(x1.x, x1.y, kSplitSmall ? &b_lo[1] : nullptr)};
+            const uint32_t bm[2] = {pack_split<MODE>(x0.x, x0.y, kSplitSmall ? &b_lo[0] : nullptr),
+                                    pack_split<MODE>(x1.x, x1.y, kSplitSmall ? &b_lo[1] : nullptr)};
             if constexpr (kSplitSmall) {
-                mma::mma16<MODE>(acc, a_lo, b);
+                mma::mma16<MODE>(acc, a_lo, bm);
                 mma::mma16<MODE>(acc, a, b_lo);
             }
-            mma::mma16<MODE>(acc, a, b);
+            mma::mma16<MODE>(acc, a, bm);
         };
 
         // Dᵀ = Uᵀ Tᵀ.
@@ -311,19 +414,15 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
             for (int s = 0; s < 2; ++s)
 #pragma unroll
                 for (int n = 0; n < 4; ++n) small_product(o[n], da[s], da_lo[s], P_, n, s);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int t = 8 * j + 2 * tq + (e & 1);
-                    if (t >= L) continue;
-                    const int64_t tok = cur.cs + t;
-                    const int32_t col = c0 + 8 * (e >> 1);
-                    if (p.flags & GDN_FLAG_OUTPUT_NORM)
-                        w.O[((tok - win0) * p.Hv + h) * p.V + col] = o[j][e];
-                    else
-                        store_float(p.out, p.out_dt, tok * p.o_tok + int64_t(h) * p.o_head + col, o[j][e]);
-                }
+            const int64_t tok = cur.cs + 2 * tq;
+            if (norm_pass)
+                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, o, tq, L);
+            else if (p.out_dt == GDN_DTYPE_BF16)
+                store_tile(static_cast<__nv_bfloat16*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
+            else if (p.out_dt == GDN_DTYPE_F16)
+                store_tile(static_cast<__half*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
+            else
+                store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
         }
 
         // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2).
@@ -349,8 +448,7 @@ __global__ void __launch_bounds__(2 * NCOL, 1)
             if (nxt.n >= 0) load_state(nxt);
         }
         if (nxt.n < 0) break;
-        cp_async_wait_all();
-        __syncthreads();
+        __syncthreads();  // buffer b^1 is loaded; buffer b is free for the loading warp
         cur = nxt;
     }
 }
@@ -360,8 +458,8 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
                    bool zero_empty, cudaStream_t stream) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>
-        <<<grid, 2 * NCOL, policy::cuda_scan_mma_smem_bytes(K), stream>>>(p, w, win0, win1,
-                                                                           zero_empty ? 1 : 0);
+        <<<grid, 2 * NCOL + 32, policy::cuda_scan_mma_smem_bytes(K, NCOL), stream>>>(
+            p, w, win0, win1, zero_empty ? 1 : 0);
     return cudaGetLastError();
 }
 
@@ -387,7 +485,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     const std::pair<const void*, size_t> kernels[] = {
 #define GDN_SCAN_MMA_KERNEL(KK, NC)                                                             \
     {reinterpret_cast<const void*>(&chunk_scan_mma_kernel<KK, NC, IN_BYTES, MODE>),             \
-     policy::cuda_scan_mma_smem_bytes(KK)},
+     policy::cuda_scan_mma_smem_bytes(KK, NC)},
         GDN_SCAN_MMA_KERNEL(64, 32) GDN_SCAN_MMA_KERNEL(64, 48) GDN_SCAN_MMA_KERNEL(64, 64)
         GDN_SCAN_MMA_KERNEL(128, 32) GDN_SCAN_MMA_KERNEL(128, 48) GDN_SCAN_MMA_KERNEL(128, 64)
 #undef GDN_SCAN_MMA_KERNEL
