@@ -312,10 +312,12 @@ GDN_API gdn_status_t gdn_select_path(const gdn_caps_t* caps, const gdn_problem_t
 #define GDN_WORKSPACE_ALIGNMENT 256
 
 /* The scratch bytes gdn_chunked_recurrence() needs for `problem` on `caps`
- * (0 is possible: then workspace may be NULL). Depends on shapes only, and is
- * bounded: long prompts are processed in super-blocks, so a 1M-token prompt
- * needs no more than a 2K one. Size it once for the largest problem you run;
- * a larger workspace is always fine. */
+ * (0 is possible: then workspace may be NULL). Depends on the shapes and on
+ * the path they select (algorithm, precision: the CUDA BF16/FP16 scan needs
+ * more than FP32), and is bounded: long prompts are processed in
+ * super-blocks, so a 1M-token prompt needs no more than a 2K one. Size it
+ * once for the largest problem you run, with the precision you run it at; a
+ * larger workspace is always fine. */
 GDN_API gdn_status_t gdn_workspace_size(const gdn_caps_t* caps, const gdn_problem_t* problem,
                                         size_t* bytes);
 
