@@ -96,6 +96,42 @@ __device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int
     return first_chunk_from(p, c.n + 1, win0, win1);
 }
 
+// The (K, NCOL) both scans are built for: the chunked path's K in {64, 128},
+// policy::cuda_scan_columns' NCOL in {32, 48, 64}.
+template <int K_, int NCOL_>
+struct Shape {
+    static constexpr int K = K_, NCOL = NCOL_;
+};
+// f(Shape<K, ncol>{}), or cudaErrorInvalidValue for a shape not built.
+template <class F>
+cudaError_t for_shape(int K, int ncol, F&& f) {
+#define GDN_SCAN_SHAPE(KK, NC) \
+    if (K == KK && ncol == NC) return f(Shape<KK, NC>{});
+    GDN_SCAN_SHAPE(64, 32)
+    GDN_SCAN_SHAPE(64, 48)
+    GDN_SCAN_SHAPE(64, 64)
+    GDN_SCAN_SHAPE(128, 32)
+    GDN_SCAN_SHAPE(128, 48)
+    GDN_SCAN_SHAPE(128, 64)
+#undef GDN_SCAN_SHAPE
+    return cudaErrorInvalidValue;
+}
+// f(Shape) for every shape built; the first error.
+template <class F>
+cudaError_t for_each_shape(F&& f) {
+    const cudaError_t e[] = {f(Shape<64, 32>{}),  f(Shape<64, 48>{}),  f(Shape<64, 64>{}),
+                             f(Shape<128, 32>{}), f(Shape<128, 48>{}), f(Shape<128, 64>{})};
+    for (cudaError_t x : e)
+        if (x != cudaSuccess) return x;
+    return cudaSuccess;
+}
+// A kernel's dynamic shared-memory limit raised to `bytes`, where that fits
+// the device's opt-in maximum (dispatch keeps larger shapes off the path).
+inline cudaError_t raise_smem_limit(const void* kernel, size_t bytes, size_t smem_limit) {
+    if (bytes > smem_limit) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
 // T, P, γ, β, qf, kf rows of chunk c (zeros past its end) -> prep buffer pb
 // (layout kPrep*), for the nheads value heads from the key head's gi0-th;
 // threads tid, tid + nt, ... of the block issue the copies, one commit group.
@@ -551,37 +587,20 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       int ncol, bool zero_empty, cudaStream_t stream) {
-#define GDN_SCAN_CASE(KK, NC)                                                               \
-    if (p.K == KK && ncol == NC)                                                            \
-        return launch<KK, NC, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
-    GDN_SCAN_CASE(64, 32)
-    GDN_SCAN_CASE(64, 48)
-    GDN_SCAN_CASE(64, 64)
-    GDN_SCAN_CASE(128, 32)
-    GDN_SCAN_CASE(128, 48)
-    GDN_SCAN_CASE(128, 64)
-#undef GDN_SCAN_CASE
-    return cudaErrorInvalidValue;
+    return for_shape(p.K, ncol, [&](auto shape) {
+        using S = decltype(shape);
+        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+    });
 }
 
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
-    constexpr bool tc = MODE != ScanMode::kFp32;
-    const std::pair<const void*, size_t> kernels[] = {
-#define GDN_SCAN_KERNEL(KK, NC)                                                                  \
-    {reinterpret_cast<const void*>(&chunk_scan_kernel<KK, NC, IN_BYTES, MODE>),                  \
-     policy::cuda_scan_smem_bytes(KK, NC, tc)},
-        GDN_SCAN_KERNEL(64, 32) GDN_SCAN_KERNEL(64, 48) GDN_SCAN_KERNEL(64, 64)
-        GDN_SCAN_KERNEL(128, 32) GDN_SCAN_KERNEL(128, 48) GDN_SCAN_KERNEL(128, 64)
-#undef GDN_SCAN_KERNEL
-    };
-    for (const auto& [fn, bytes] : kernels) {
-        if (bytes > smem_limit) continue;  // dispatch keeps such shapes off this path
-        const cudaError_t e =
-            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    return for_each_shape([&](auto shape) {
+        using S = decltype(shape);
+        return raise_smem_limit(
+            reinterpret_cast<const void*>(&chunk_scan_kernel<S::K, S::NCOL, IN_BYTES, MODE>),
+            policy::cuda_scan_smem_bytes(S::K, S::NCOL, MODE != ScanMode::kFp32), smem_limit);
+    });
 }
 
 // Explicitly instantiated, one mode per file: chunk_scan_in2.cu and

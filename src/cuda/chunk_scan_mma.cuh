@@ -467,36 +467,20 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       int ncol, bool zero_empty, cudaStream_t stream) {
-#define GDN_SCAN_MMA_CASE(KK, NC)                                                           \
-    if (p.K == KK && ncol == NC)                                                            \
-        return launch<KK, NC, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
-    GDN_SCAN_MMA_CASE(64, 32)
-    GDN_SCAN_MMA_CASE(64, 48)
-    GDN_SCAN_MMA_CASE(64, 64)
-    GDN_SCAN_MMA_CASE(128, 32)
-    GDN_SCAN_MMA_CASE(128, 48)
-    GDN_SCAN_MMA_CASE(128, 64)
-#undef GDN_SCAN_MMA_CASE
-    return cudaErrorInvalidValue;
+    return scan::for_shape(p.K, ncol, [&](auto shape) {
+        using S = decltype(shape);
+        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+    });
 }
 
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
-    const std::pair<const void*, size_t> kernels[] = {
-#define GDN_SCAN_MMA_KERNEL(KK, NC)                                                             \
-    {reinterpret_cast<const void*>(&chunk_scan_mma_kernel<KK, NC, IN_BYTES, MODE>),             \
-     policy::cuda_scan_mma_smem_bytes(KK, NC)},
-        GDN_SCAN_MMA_KERNEL(64, 32) GDN_SCAN_MMA_KERNEL(64, 48) GDN_SCAN_MMA_KERNEL(64, 64)
-        GDN_SCAN_MMA_KERNEL(128, 32) GDN_SCAN_MMA_KERNEL(128, 48) GDN_SCAN_MMA_KERNEL(128, 64)
-#undef GDN_SCAN_MMA_KERNEL
-    };
-    for (const auto& [fn, bytes] : kernels) {
-        if (bytes > smem_limit) continue;
-        const cudaError_t e =
-            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    return scan::for_each_shape([&](auto shape) {
+        using S = decltype(shape);
+        return scan::raise_smem_limit(
+            reinterpret_cast<const void*>(&chunk_scan_mma_kernel<S::K, S::NCOL, IN_BYTES, MODE>),
+            policy::cuda_scan_mma_smem_bytes(S::K, S::NCOL), smem_limit);
+    });
 }
 
 // Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu.
