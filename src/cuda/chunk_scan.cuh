@@ -347,19 +347,17 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const float* a_p = kq + 16 * mt + g;  // A[tok][r] = kq[r * kLdKQ + tok]
             const float* b_p = S_s + 8 * nt0 + g; // B[r][c] = S_s[r * SLD + c]
             float acc[2][4] = {};
-            {
 #pragma unroll 4
-                for (int r0 = 0; r0 < K; r0 += 8) {
-                    const float* ar = a_p + (r0 + tq) * kLdKQ;
-                    const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8]),
-                                             mma::split_tf32(ar[4 * kLdKQ]),
-                                             mma::split_tf32(ar[4 * kLdKQ + 8])};
+            for (int r0 = 0; r0 < K; r0 += 8) {
+                const float* ar = a_p + (r0 + tq) * kLdKQ;
+                const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8]),
+                                         mma::split_tf32(ar[4 * kLdKQ]),
+                                         mma::split_tf32(ar[4 * kLdKQ + 8])};
 #pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const float* br = b_p + (r0 + tq) * SLD + 8 * j;
-                        const mma::Split b[2] = {mma::split_tf32(br[0]), mma::split_tf32(br[4 * SLD])};
-                        mma::mma_3xtf32<IN_BYTES == 2>(acc[j], a, b);
-                    }
+                for (int j = 0; j < 2; ++j) {
+                    const float* br = b_p + (r0 + tq) * SLD + 8 * j;
+                    const mma::Split b[2] = {mma::split_tf32(br[0]), mma::split_tf32(br[4 * SLD])};
+                    mma::mma_3xtf32<IN_BYTES == 2>(acc[j], a, b);
                 }
             }
 #pragma unroll
@@ -500,20 +498,18 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                 acc[i][3] = decay * x1.y;
             }
             const float* d_p = D2_s + 8 * nt + g;  // B[tok][c] = D2_s[tok * DLD + c]
-            {
 #pragma unroll
-                for (int t0 = 0; t0 < 32; t0 += 8) {
-                    const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * DLD]),
-                                             mma::split_tf32(d_p[(t0 + tq + 4) * DLD])};
+            for (int t0 = 0; t0 < 32; t0 += 8) {
+                const mma::Split b[2] = {mma::split_tf32(d_p[(t0 + tq) * DLD]),
+                                         mma::split_tf32(d_p[(t0 + tq + 4) * DLD])};
 #pragma unroll
-                    for (int i = 0; i < MT; ++i) {
-                        // A[r][tok] = kq[r * kLdKQ + tok]
-                        const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + tq;
-                        const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8 * kLdKQ]),
-                                                 mma::split_tf32(ar[4]),
-                                                 mma::split_tf32(ar[8 * kLdKQ + 4])};
-                        mma::mma_3xtf32<IN_BYTES == 2>(acc[i], a, b);
-                    }
+                for (int i = 0; i < MT; ++i) {
+                    // A[r][tok] = kq[r * kLdKQ + tok]
+                    const float* ar = kq + (16 * (mg + MSTEP * i) + g) * kLdKQ + t0 + tq;
+                    const mma::Split a[4] = {mma::split_tf32(ar[0]), mma::split_tf32(ar[8 * kLdKQ]),
+                                             mma::split_tf32(ar[4]),
+                                             mma::split_tf32(ar[8 * kLdKQ + 4])};
+                    mma::mma_3xtf32<IN_BYTES == 2>(acc[i], a, b);
                 }
             }
 #pragma unroll
