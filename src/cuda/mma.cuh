@@ -76,15 +76,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #endif
 }
 
-// A float as a 16-bit operand's bits (BF16 or FP16, round to nearest even).
-template <ScanMode M>
-__device__ __forceinline__ uint16_t to16(float x) {
-    if constexpr (M == ScanMode::kBf16)
-        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-    else
-        return __half_as_ushort(__float2half_rn(x));
-}
-
 // A float as TF32 (round to nearest, ties away), kept in a float's bits.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
