@@ -486,15 +486,12 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     });
 }
 
-// Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu.
-#define GDN_SCAN_MMA_INSTANCES(EXTERN, IN_BYTES, MODE)                                            \
-    EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,     \
-                                                          int64_t, int64_t, int, bool, cudaStream_t); \
-    EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
-GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16)
-GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kBf16)
-GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kFp16)
-GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kFp16)
+// Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu (chunk_scan.cuh's
+// macro: it names launch_in / set_attributes_in of the namespace it is used in).
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kBf16)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kBf16)
+GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp16)
+GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp16)
 
 }  // namespace scan_mma
 }  // namespace gdn::cuda
