@@ -24,15 +24,7 @@ __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, con
     const int64_t bos = seq_begin(p, n);
     const int64_t cs = bos + (tok - bos) / scan::kChunk * scan::kChunk;
     if (cs < win0 || cs >= win1) return;  // its chunk belongs to another window
-    const float* o = w.O + (row * p.Hv + h) * p.V;
-    float oo = 0.0f;
-    for (int c = lane; c < p.V; c += 32) oo = fmaf(o[c], o[c], oo);
-    const float ir = inv_rms(p, warp_sum(oo));
-    for (int c = lane; c < p.V; c += 32) {
-        const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
-        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
-                    o[c] * ir * p.norm_weight[c] * silu(z));
-    }
+    norm_out_row(p, w.O + (row * p.Hv + h) * p.V, tok, h, lane);
 }
 
 }  // namespace

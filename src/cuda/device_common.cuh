@@ -130,6 +130,21 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
+// The out row of token `tok`, value head h, from o (V floats, shared or
+// global memory) through the gated RMSNorm; called by one warp. The
+// sequential and decode kernels and the chunked path's epilogue share it.
+__device__ __forceinline__ void norm_out_row(const Params& p, const float* o, int64_t tok,
+                                             int32_t h, int lane) {
+    float oo = 0.0f;
+    for (int c = lane; c < p.V; c += 32) oo = fmaf(o[c], o[c], oo);
+    const float ir = inv_rms(p, warp_sum(oo));
+    for (int c = lane; c < p.V; c += 32) {
+        const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
+        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
+                    o[c] * ir * p.norm_weight[c] * silu(z));
+    }
+}
+
 // ------------------------------------------------------------- async copy
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

@@ -48,20 +48,6 @@ __device__ __forceinline__ float normalise_row(const Params& p, float* q, float*
     return warp_sum(kq);
 }
 
-// The out row of token `tok`, value head h, from o (V floats in shared
-// memory) through the gated RMSNorm; called by one warp.
-__device__ __forceinline__ void norm_out_row(const Params& p, const float* o, int64_t tok,
-                                             int32_t h, int lane) {
-    float oo = 0.0f;
-    for (int c = lane; c < p.V; c += 32) oo = fmaf(o[c], o[c], oo);
-    const float ir = inv_rms(p, warp_sum(oo));
-    for (int c = lane; c < p.V; c += 32) {
-        const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
-        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
-                    o[c] * ir * p.norm_weight[c] * silu(z));
-    }
-}
-
 template <int KT, int BV, int TT>
 __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) {
     constexpr int NT = BV * kSplit;
@@ -254,6 +240,75 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
 constexpr int decode_min_blocks(int bc) {
     return bc == 32 ? 7 : bc == 16 ? 12 : bc == 64 ? 2 : 1;
 }
+// The per-token steps the two decode kernels share (decode_kernel and
+// decode_stream_kernel give the same bits: the same expressions, inlined).
+//
+// Token tok's q/k rows into q_s/k_s and (thread 0) e^g and β into decay_s,
+// beta_s; returns v of column c. The caller's barrier publishes them.
+template <int KT, int NT>
+__device__ __forceinline__ float decode_stage(const Params& p, int64_t tok, int32_t kh, int32_t h,
+                                              int32_t c, bool col_ok, int tid, float* q_s,
+                                              float* k_s, float& decay_s, float& beta_s) {
+#pragma unroll
+    for (int i = 0; i < (KT + NT - 1) / NT; ++i) {
+        const int r = tid + i * NT;
+        if (KT % NT == 0 || r < KT) {
+            q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
+            k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
+        }
+    }
+    if (tid == 0) {
+        decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
+        beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
+    }
+    return col_ok ? load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c) : 0.0f;
+}
+
+// S·k̂ and S·q̂ of column cl: this thread's rows (S[4 j + e] = row
+// 16 j + 4 part + e), then the four parts' partials through red (a barrier
+// between), added the same way by every part of the column.
+template <int J, int BC>
+__device__ __forceinline__ float2 decode_sums(const float (&S)[4 * J], const float* k_s,
+                                              const float* q_s, float (&red)[2][kSplit][BC],
+                                              int part, int cl) {
+    const float4* k4 = reinterpret_cast<const float4*>(k_s);
+    const float4* q4 = reinterpret_cast<const float4*>(q_s);
+    float kv0 = 0.0f, kv1 = 0.0f, sq0 = 0.0f, sq1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+        const float4 kr = k4[j * kSplit + part];
+        const float4 qr = q4[j * kSplit + part];
+        kv0 = fmaf(S[4 * j + 0], kr.x, kv0);
+        kv1 = fmaf(S[4 * j + 1], kr.y, kv1);
+        kv0 = fmaf(S[4 * j + 2], kr.z, kv0);
+        kv1 = fmaf(S[4 * j + 3], kr.w, kv1);
+        sq0 = fmaf(S[4 * j + 0], qr.x, sq0);
+        sq1 = fmaf(S[4 * j + 1], qr.y, sq1);
+        sq0 = fmaf(S[4 * j + 2], qr.z, sq0);
+        sq1 = fmaf(S[4 * j + 3], qr.w, sq1);
+    }
+    red[0][part][cl] = kv0 + kv1;
+    red[1][part][cl] = sq0 + sq1;
+    __syncthreads();
+    return make_float2((red[0][0][cl] + red[0][1][cl]) + (red[0][2][cl] + red[0][3][cl]),
+                       (red[1][0][cl] + red[1][1][cl]) + (red[1][2][cl] + red[1][3][cl]));
+}
+
+// S = decay S + k̂ d over this thread's rows.
+template <int J>
+__device__ __forceinline__ void decode_update(float (&S)[4 * J], const float* k_s, float decay,
+                                              float d, int part) {
+    const float4* k4 = reinterpret_cast<const float4*>(k_s);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+        const float4 kr = k4[j * kSplit + part];
+        S[4 * j + 0] = fmaf(kr.x, d, decay * S[4 * j + 0]);
+        S[4 * j + 1] = fmaf(kr.y, d, decay * S[4 * j + 1]);
+        S[4 * j + 2] = fmaf(kr.z, d, decay * S[4 * j + 2]);
+        S[4 * j + 3] = fmaf(kr.w, d, decay * S[4 * j + 3]);
+    }
+}
+
 template <int KT, int BC, int VT>
 __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_kernel(const Params p) {
     constexpr int NT = BC * kSplit;
@@ -299,19 +354,7 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_ker
     for (int32_t t = 0; t < len32; ++t) {
         const int64_t tok = bos + t;
         if (t > 0) __syncthreads();  // the previous token's readers are done
-#pragma unroll
-        for (int i = 0; i < (KT + NT - 1) / NT; ++i) {
-            const int r = tid + i * NT;
-            if (KT % NT == 0 || r < KT) {
-                q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
-                k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
-            }
-        }
-        const float vc = col_ok ? load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c) : 0.0f;
-        if (tid == 0) {
-            decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
-            beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
-        }
+        const float vc = decode_stage<KT, NT>(p, tok, kh, h, c, col_ok, tid, q_s, k_s, decay_s, beta_s);
         __syncthreads();
         if (tid < 32) {
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
@@ -319,28 +362,8 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_ker
         }
         __syncthreads();
 
-        const float4* k4 = reinterpret_cast<const float4*>(k_s);
-        const float4* q4 = reinterpret_cast<const float4*>(q_s);
-        float kv0 = 0.0f, kv1 = 0.0f, sq0 = 0.0f, sq1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const float4 kr = k4[j * kSplit + part];
-            const float4 qr = q4[j * kSplit + part];
-            kv0 = fmaf(S[4 * j + 0], kr.x, kv0);
-            kv1 = fmaf(S[4 * j + 1], kr.y, kv1);
-            kv0 = fmaf(S[4 * j + 2], kr.z, kv0);
-            kv1 = fmaf(S[4 * j + 3], kr.w, kv1);
-            sq0 = fmaf(S[4 * j + 0], qr.x, sq0);
-            sq1 = fmaf(S[4 * j + 1], qr.y, sq1);
-            sq0 = fmaf(S[4 * j + 2], qr.z, sq0);
-            sq1 = fmaf(S[4 * j + 3], qr.w, sq1);
-        }
-        red_s[0][part][cl] = kv0 + kv1;
-        red_s[1][part][cl] = sq0 + sq1;
-        __syncthreads();
-        // Every part of the column adds the four partials the same way.
-        const float kv = (red_s[0][0][cl] + red_s[0][1][cl]) + (red_s[0][2][cl] + red_s[0][3][cl]);
-        const float sq = (red_s[1][0][cl] + red_s[1][1][cl]) + (red_s[1][2][cl] + red_s[1][3][cl]);
+        const float2 ks = decode_sums<J, BC>(S, k_s, q_s, red_s, part, cl);
+        const float kv = ks.x, sq = ks.y;
         const float decay = decay_s;
         const float d = beta_s * fmaf(-decay, kv, vc);
         const float o = fmaf(decay, sq, kq_s * d);
@@ -353,14 +376,7 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_ker
             __syncthreads();
             if (tid < 32) norm_out_row(p, o_s, tok, h, lane);
         }
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const float4 kr = k4[j * kSplit + part];
-            S[4 * j + 0] = fmaf(kr.x, d, decay * S[4 * j + 0]);
-            S[4 * j + 1] = fmaf(kr.y, d, decay * S[4 * j + 1]);
-            S[4 * j + 2] = fmaf(kr.z, d, decay * S[4 * j + 2]);
-            S[4 * j + 3] = fmaf(kr.w, d, decay * S[4 * j + 3]);
-        }
+        decode_update<J>(S, k_s, decay, d, part);
     }
 
     // The store offsets are worked out again (the asm hides that they equal
@@ -492,39 +508,13 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             // The next item's loads go out before this item's sums and stores.
             if (first) issue(inext, mn, Sn, xn);
 
-            const float4* k4 = reinterpret_cast<const float4*>(k_s);
-            const float4* q4 = reinterpret_cast<const float4*>(q_s);
-            float kv0 = 0.0f, kv1 = 0.0f, sq0 = 0.0f, sq1 = 0.0f;
-#pragma unroll
-            for (int j = 0; j < J; ++j) {
-                const float4 kr = k4[j * kSplit + part];
-                const float4 qr = q4[j * kSplit + part];
-                kv0 = fmaf(Sc[4 * j + 0], kr.x, kv0);
-                kv1 = fmaf(Sc[4 * j + 1], kr.y, kv1);
-                kv0 = fmaf(Sc[4 * j + 2], kr.z, kv0);
-                kv1 = fmaf(Sc[4 * j + 3], kr.w, kv1);
-                sq0 = fmaf(Sc[4 * j + 0], qr.x, sq0);
-                sq1 = fmaf(Sc[4 * j + 1], qr.y, sq1);
-                sq0 = fmaf(Sc[4 * j + 2], qr.z, sq0);
-                sq1 = fmaf(Sc[4 * j + 3], qr.w, sq1);
-            }
-            red_s[0][part][cl] = kv0 + kv1;
-            red_s[1][part][cl] = sq0 + sq1;
-            __syncthreads();
-            const float kv = (red_s[0][0][cl] + red_s[0][1][cl]) + (red_s[0][2][cl] + red_s[0][3][cl]);
-            const float sq = (red_s[1][0][cl] + red_s[1][1][cl]) + (red_s[1][2][cl] + red_s[1][3][cl]);
+            const float2 ks = decode_sums<J, BC>(Sc, k_s, q_s, red_s, part, cl);
+            const float kv = ks.x, sq = ks.y;
             const float decay = decay_s;
             const float d = beta_s * fmaf(-decay, kv, vc);
             const float o = fmaf(decay, sq, kq_s * d);
             if (part == 0 && col_ok) store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
-#pragma unroll
-            for (int j = 0; j < J; ++j) {
-                const float4 kr = k4[j * kSplit + part];
-                Sc[4 * j + 0] = fmaf(kr.x, d, decay * Sc[4 * j + 0]);
-                Sc[4 * j + 1] = fmaf(kr.y, d, decay * Sc[4 * j + 1]);
-                Sc[4 * j + 2] = fmaf(kr.z, d, decay * Sc[4 * j + 2]);
-                Sc[4 * j + 3] = fmaf(kr.w, d, decay * Sc[4 * j + 3]);
-            }
+            decode_update<J>(Sc, k_s, decay, d, part);
         };
         if (len > 0) {
             // Token 0 from the prefetched bits (the first token peeled, so
@@ -550,19 +540,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             const int64_t tok = int64_t(mc.bos) + t;
             const int32_t kh = key_head_of(p, h);
             __syncthreads();
-#pragma unroll
-            for (int e = 0; e < QK; ++e) {
-                const int r = tid + e * NT;
-                if (KT % NT == 0 || r < KT) {
-                    q_s[r] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + r);
-                    k_s[r] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + r);
-                }
-            }
-            const float vc = col_ok ? load_float(p.v, p.in_dt, tok * p.v_tok + h * p.v_head + c) : 0.0f;
-            if (tid == 0) {
-                decay_s = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
-                beta_s = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
-            }
+            const float vc = decode_stage<KT, NT>(p, tok, kh, h, c, col_ok, tid, q_s, k_s, decay_s, beta_s);
             token(tok, vc, false);
         }
         if (col_ok) {
