@@ -53,16 +53,16 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     if ((s.head_dim_k != 64 && s.head_dim_k != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
         return fmt::format("the CUDA chunked path takes K and V in {{64, 128}}, not K = {}, V = {}",
                            s.head_dim_k, s.head_dim_v);
-    const int32_t ncol =
-        policy::cuda_scan_columns(s.num_k_heads, s.group, s.head_dim_v, caps.multiprocessor_count);
+    // BF16/FP16 take the register-state scan, TF32X3 and FP32 the shared-memory one.
+    const bool reg_state = s.precision == GDN_PRECISION_BF16 || s.precision == GDN_PRECISION_FP16;
+    const int32_t ncol = policy::cuda_scan_columns(s.num_k_heads, s.group, s.head_dim_v,
+                                                   caps.multiprocessor_count, reg_state);
     if (ncol == 0)
         return fmt::format("its scan grid ({} key heads x {} value columns / 64 = {} blocks at the "
                            "least) does not fit one wave on {} SMs",
                            s.num_k_heads, int64_t(s.group) * s.head_dim_v,
                            int64_t(s.num_k_heads) * s.group * s.head_dim_v / 64,
                            caps.multiprocessor_count);
-    // BF16/FP16 take the register-state scan, TF32X3 and FP32 the shared-memory one.
-    const bool reg_state = s.precision == GDN_PRECISION_BF16 || s.precision == GDN_PRECISION_FP16;
     const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));

@@ -47,14 +47,28 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol) {
            sizeof(float) * 2 * (kCudaScanPrepFloats + 32 * size_t(ncol + 4));
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
-// key head's value heads (8 * ncol threads); every block walks every chunk,
-// so the grid (Hk * G * V / ncol blocks) must fit one wave of one block per
-// SM (a second wave would double the time: the seed's rule, not re-measured
-// here). The smallest ncol that fits gives the most parallel grid; 0: none.
-inline int32_t cuda_scan_columns(int32_t Hk, int32_t G, int32_t V, int32_t sms) {
+// key head's value heads; every block walks every chunk, so the grid
+// (Hk * G * V / ncol blocks) must fit one wave of one block per SM (a second
+// wave would double the time: the seed's rule, not re-measured here); 0: none
+// fits. Measured on the H200 (Hk 16, Hv 48, T = 32K, bf16 inputs,
+// 2026-11-30; docs/perf-notes.md "Scan columns"), 48 columns (128 blocks)
+// against 64 (96 blocks):
+// - the shared-memory scan (FP32, TF32X3; 8 * ncol threads): 11.1 / 10.3 ms
+//   against 15.7 / 12.6 ms: it takes the fewest columns that fit, the most
+//   parallel grid;
+// - the register-state scan (BF16, FP16; a warp per 16 columns): 5.60 / 5.65
+//   ms against 4.90 / 5.04 ms: it takes 64, so that a block holds one value
+//   head (V is 64 or 128). With fewer columns its grid only grows, so 64 is
+//   the one width it is built for.
+constexpr int32_t kCudaScanMmaColumns = 64;
+inline int32_t cuda_scan_columns(int32_t Hk, int32_t G, int32_t V, int32_t sms, bool reg_state) {
+    auto fits = [&](int32_t ncol) {
+        return (int64_t(G) * V) % ncol == 0 && int64_t(Hk) * G * V / ncol <= sms;
+    };
+    if (reg_state) return fits(kCudaScanMmaColumns) ? kCudaScanMmaColumns : 0;
     constexpr int32_t kColumns[] = {32, 48, 64};
     for (int32_t ncol : kColumns)
-        if ((int64_t(G) * V) % ncol == 0 && int64_t(Hk) * G * V / ncol <= sms) return ncol;
+        if (fits(ncol)) return ncol;
     return 0;
 }
 // HIP gfx11 WMMA path (src/hip/kernels.hpp): 16-token chunks, K = V = 128.

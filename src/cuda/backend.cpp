@@ -295,11 +295,12 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         return GDN_SUCCESS;
     }
 
-    const int32_t ncol = policy::cuda_scan_columns(shape.num_k_heads, shape.group,
-                                                   shape.head_dim_v, caps.multiprocessor_count);
+    const ScanMode mode = scan_mode_for(path.path, path.precision);
+    const int32_t ncol =
+        policy::cuda_scan_columns(shape.num_k_heads, shape.group, shape.head_dim_v,
+                                  caps.multiprocessor_count, use_scan_mma(shape, mode));
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
-    const ScanMode mode = scan_mode_for(path.path, path.precision);
     const ChunkLayout l = carve_chunk_scratch(shape, mode, workspace);
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);

@@ -135,6 +135,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                           int zero_empty_sequences) {
     static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 16 == 0, "tile shapes");
+    // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
     constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;
@@ -150,10 +151,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const int g = lane >> 2, tq = lane & 3;
     const int32_t kh = blockIdx.y;
     // Columns are numbered across the key head's value heads (G·V of them);
-    // V is a multiple of 16, so a warp's 16 columns are one head's.
+    // the block's NCOL are columns v0.. of value head h (V % NCOL == 0).
     const int32_t gc0 = int32_t(blockIdx.x) * NCOL;
-    const int32_t gi0 = gc0 / p.V;
-    const int nheads = (gc0 + NCOL - 1) / p.V - gi0 + 1;
+    const int32_t h = value_head_of(p, kh, gc0 / p.V);
+    const int32_t v0 = gc0 % p.V;
 
     Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
 
@@ -167,18 +168,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // This lane's v columns: lane and lane + 32 of the block (< NCOL).
         int64_t v_off[2];
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            const int32_t gc = gc0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
-            v_off[m] = int64_t(value_head_of(p, kh, gc / p.V)) * p.v_head + gc % p.V;
-        }
-        const float* tp_head[2];
-        const float* gb_head[2];
-#pragma unroll
-        for (int l = 0; l < 2; ++l) {
-            const int32_t hh = value_head_of(p, kh, gi0 + (l < nheads ? l : 0));
-            tp_head[l] = w.TP + int64_t(hh) * w.rows * 64;
-            gb_head[l] = w.gb + int64_t(hh) * w.rows * 2;
-        }
+        for (int m = 0; m < 2; ++m)
+            v_off[m] = int64_t(h) * p.v_head + v0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
+        const float* tp_head = w.TP + int64_t(h) * w.rows * 64;
+        const float* gb_head = w.gb + int64_t(h) * w.rows * 2;
         auto load = [&](const Chunk& c, int buf) {
             const int64_t row0 = c.cs - win0;
             // k/q rows: 64 rows of K/8 16-byte pieces.
@@ -194,19 +187,18 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                                t < c.L ? 16 : 0);
                 }
             }
-            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P), γ, β, qf, kf.
+            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P), γ, β, qf, kf
+            // (the prep buffer's first head slot).
             float* pb = prep + buf * kPrep;
-#pragma unroll
-            for (int l = 0; l < 2; ++l) {
-                if (l >= nheads) break;
+            {
                 const int piece = lane & 15;
-                const float* src = tp_head[l] + row0 * 64 + piece * 4;
-                float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + (piece & 7) * 4;
+                const float* src = tp_head + row0 * 64 + piece * 4;
+                float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + (piece & 7) * 4;
 #pragma unroll 4
                 for (int t = lane >> 4; t < 32; t += 2)
                     cp_async16(dst + t * kLdTP, t < c.L ? src + t * 64 : w.TP, t < c.L ? 16 : 0);
-                cp_async8(pb + kPrepGB + l * 64 + lane * 2,
-                          lane < c.L ? gb_head[l] + (row0 + lane) * 2 : w.gb, lane < c.L ? 8 : 0);
+                cp_async8(pb + kPrepGB + lane * 2,
+                          lane < c.L ? gb_head + (row0 + lane) * 2 : w.gb, lane < c.L ? 8 : 0);
             }
             cp_async8(pb + kPrepQKF + lane * 2,
                       lane < c.L ? w.qkf + (int64_t(kh) * w.rows + row0 + lane) * 2 : w.qkf,
@@ -252,10 +244,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
     // ----------------------------------------------------------------------
     // The compute warps.
-    const int32_t wc = gc0 + 16 * warp;
-    const int lh = wc / p.V - gi0;  // the warp's head within the block
-    const int32_t h = value_head_of(p, kh, gi0 + lh);
-    const int32_t c0 = wc % p.V + g;  // this thread's columns: c0 and c0 + 8
+    const int32_t c0 = v0 + 16 * warp + g;  // this thread's columns: c0 and c0 + 8
 
     // Sᵀ tile j: [0], [1] = (column c0, K rows 8j + 2tq, + 1); [2], [3] = column c0 + 8.
     float S[NJ][4];
@@ -314,9 +303,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
         const uint16_t* kq = kq_s + b * 64 * LD;
         const float* pb = prep + b * kPrep;
-        const float* T_ = pb + kPrepT + lh * 32 * kLdTP;
-        const float* P_ = pb + kPrepP + lh * 32 * kLdTP;
-        const float* gb = pb + kPrepGB + lh * 64;
+        const float* T_ = pb + kPrepT;
+        const float* P_ = pb + kPrepP;
+        const float* gb = pb + kPrepGB;
         const float* qkf = pb + kPrepQKF;
         const float* vb = v_s + b * 32 * LDV + v_at;
         const int L = cur.L;
@@ -373,7 +362,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             mma::mma16<MODE>(acc, a, bm);
         };
 
-        // Dᵀ = Uᵀ Tᵀ.
+        // Dᵀ = Uᵀ Tᵀ. (T is lower triangular, as P below, but skipping its
+        // zero blocks here as well made the K = 128 kernel spill, nvcc 13.)
         float d[4][4] = {};
 #pragma unroll
         for (int s = 0; s < 2; ++s)
@@ -413,10 +403,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     o[j][e] = f * y[4 + j][e];
                     o[j][2 + e] = f * y[4 + j][2 + e];
                 }
+            // P is lower triangular (the prep writes the zeros): tokens 0..15
+            // (tiles 0, 1) take only the first 16-token step.
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll
-                for (int n = 0; n < 4; ++n) small_product(o[n], da[s], da_lo[s], P_, n, s);
+                for (int n = 2 * s; n < 4; ++n) small_product(o[n], da[s], da_lo[s], P_, n, s);
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass)
                 store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, o, tq, L);
@@ -466,24 +458,30 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
     return cudaGetLastError();
 }
 
-// Every (K, NCOL) of one input element size and mode.
+// The register-state scan is built for policy::kCudaScanMmaColumns columns
+// per block only (the width dispatch gives it), at K = 64 and 128.
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       int ncol, bool zero_empty, cudaStream_t stream) {
-    return scan::for_shape(p.K, ncol, [&](auto shape) {
-        using S = decltype(shape);
-        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
-    });
+    constexpr int NCOL = policy::kCudaScanMmaColumns;
+    if (ncol != NCOL || p.V % NCOL != 0) return cudaErrorInvalidValue;
+    if (p.K == 64) return launch<64, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+    if (p.K == 128) return launch<128, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+    return cudaErrorInvalidValue;
 }
 
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
-    return scan::for_each_shape([&](auto shape) {
-        using S = decltype(shape);
-        return scan::raise_smem_limit(
-            reinterpret_cast<const void*>(&chunk_scan_mma_kernel<S::K, S::NCOL, IN_BYTES, MODE>),
-            policy::cuda_scan_mma_smem_bytes(S::K, S::NCOL), smem_limit);
-    });
+    constexpr int NCOL = policy::kCudaScanMmaColumns;
+    for (auto [kernel, bytes] :
+         {std::pair<const void*, size_t>{
+              reinterpret_cast<const void*>(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE>),
+              policy::cuda_scan_mma_smem_bytes(64, NCOL)},
+          std::pair<const void*, size_t>{
+              reinterpret_cast<const void*>(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE>),
+              policy::cuda_scan_mma_smem_bytes(128, NCOL)}})
+        if (const cudaError_t e = scan::raise_smem_limit(kernel, bytes, smem_limit)) return e;
+    return cudaSuccess;
 }
 
 // Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu (chunk_scan.cuh's

@@ -260,7 +260,9 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
     for (int64_t T = 71; T < 4068; T += 63) lengths.push_back(T);  // 63 = -1 mod 32
     for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
 
-    const int32_t sm_counts[] = {8, 12, 6};  // 48, 32, 64 columns per scan block
+    // 48, 32, 64 columns per block for the shared-memory scan (TF32X3); the
+    // register-state scan (BF16, FP16) takes 64 at each.
+    const int32_t sm_counts[] = {8, 12, 6};
     Worst worst_out[3], worst_state[3];
     size_t i = 0;
     for (int64_t T : lengths) {

@@ -42,8 +42,8 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
     }
     for (Spec s : specs) {
         // Sequential with the caps as probed and with one SM, chunked FP32,
-        // the tensor-core scan in BF16 with 8 SMs (48 columns per block at
-        // G·V = 384: two value heads in a block) and in TF32X3.
+        // the tensor-core scans: BF16 (the register-state scan, 64 columns
+        // per block) with 8 SMs, and TF32X3 (the shared-memory scan).
         for (int variant = 0; variant < 5; ++variant) {
             const gdn_algorithm_t algo = variant >= 2 ? GDN_ALGO_CHUNKED : GDN_ALGO_SEQUENTIAL;
             gdn_caps_t c = caps;
