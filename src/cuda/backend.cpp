@@ -121,12 +121,11 @@ struct ChunkLayout {
     size_t bytes;
 };
 
-// The BF16/FP16 modes run the register-state scan (chunk_scan_mma.cuh; the
-// chunked path's V, 64 or 128, gives each warp 16 columns of one head); it
-// reads the prep's 16-bit k/q rows.
-bool use_scan_mma(const Shape& s, ScanMode mode) {
-    return (mode == ScanMode::kBf16 || mode == ScanMode::kFp16) && s.head_dim_v % 16 == 0;
-}
+// The BF16/FP16 modes run the register-state scan (chunk_scan_mma.cuh: blocks
+// of 64 columns of one value head, which the chunked path's V, 64 or 128,
+// allows; dispatch's reg_state is the same test); it reads the prep's 16-bit
+// k/q rows.
+bool use_scan_mma(ScanMode mode) { return mode == ScanMode::kBf16 || mode == ScanMode::kFp16; }
 
 ChunkLayout carve_chunk_scratch(const Shape& s, ScanMode mode, void* base) {
     ChunkLayout l;
@@ -140,7 +139,7 @@ ChunkLayout carve_chunk_scratch(const Shape& s, ScanMode mode, void* base) {
     l.scratch.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
     l.scratch.O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
                                   : nullptr;
-    l.scratch.kq16 = use_scan_mma(s, mode)
+    l.scratch.kq16 = use_scan_mma(mode)
                          ? c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k)
                          : nullptr;
     l.scratch.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
@@ -298,7 +297,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     const ScanMode mode = scan_mode_for(path.path, path.precision);
     const int32_t ncol =
         policy::cuda_scan_columns(shape.num_k_heads, shape.group, shape.head_dim_v,
-                                  caps.multiprocessor_count, use_scan_mma(shape, mode));
+                                  caps.multiprocessor_count, use_scan_mma(mode));
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
     const ChunkLayout l = carve_chunk_scratch(shape, mode, workspace);

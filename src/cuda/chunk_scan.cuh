@@ -96,8 +96,9 @@ __device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int
     return first_chunk_from(p, c.n + 1, win0, win1);
 }
 
-// The (K, NCOL) both scans are built for: the chunked path's K in {64, 128},
-// policy::cuda_scan_columns' NCOL in {32, 48, 64}.
+// The (K, NCOL) this scan is built for: the chunked path's K in {64, 128},
+// policy::cuda_scan_columns' NCOL in {32, 48, 64}. (The register-state scan,
+// chunk_scan_mma.cuh, is built for 64 columns only.)
 template <int K_, int NCOL_>
 struct Shape {
     static constexpr int K = K_, NCOL = NCOL_;
