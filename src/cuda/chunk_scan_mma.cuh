@@ -1,37 +1,43 @@
-// The register-state scan of the BF16/FP16 modes (GDN_PATH_CHUNKED_TC): the
-// same chunk step as chunk_scan.cuh (T, P, γ, β from the prep),
-//     U   = β ⊙ (v − e^{γ} ⊙ S0ᵀk̂)
-//     D   = T · U
+// The register-state scan of the BF16/FP16 modes (GDN_PATH_CHUNKED_TC). The
+// chunk step of chunk_scan.cuh (T, P, γ, β from the prep),
+//     D   = T · β ⊙ (v − e^{γ} ⊙ S0ᵀk̂)
 //     o_t = e^{γ_t} S0ᵀq̂_t + Σ_{i<=t} P[t][i] D_i
 //     S_C = e^{γ_{L−1}} S0 + Σ_i e^{γ_{L−1}−γ_i} k̂_i D_iᵀ
-// written transposed, so that every product is an mma.sync whose A operand is
-// the previous product's accumulator:
-//     Yᵀ  = Sᵀ · [k; q]ᵀ      (16 columns x 64 tokens, over K)
-//     Uᵀ  = β (vᵀ − e^{γ} kf Ykᵀ)
-//     Dᵀ  = Uᵀ · Tᵀ,   Oᵀ = e^{γ} qf Yqᵀ + Dᵀ · Pᵀ
-//     Sᵀ  = e^{γ_last} Sᵀ + D2ᵀ · k
-// A warp owns 16 value columns of one value head and holds their state
-// transposed (16 x K, FP32) in the accumulator registers of the update; the
-// accumulator layout of two adjacent 8-wide tiles is the A-operand layout of
-// one 16-deep step (mma.cuh), so Sᵀ, Uᵀ, Dᵀ and D2ᵀ become A operands by
-// rounding pairs to 16 bits, with no shared-memory round trip. The B operands
-// come from shared memory: the chunk's raw k and q rows as 16-bit values
-// (written by the prep, w.kq16) through ldmatrix (transposed for the update),
-// and T, P as FP32 rows rounded when loaded. The state never leaves the
-// registers between a sequence's chunks.
+// in its WY form, with T moved onto the chunk's own rows, which do not
+// depend on the state:
+//     Ũ = T diag(β) v,   W = T diag(β e^{γ} kf) k,   D = Ũ − W S0,
+// and written transposed, so that every product is an mma.sync whose A
+// operand is the previous product's accumulator:
+//     Dᵀ  = Ũᵀ + Sᵀ (−W)ᵀ,   Yqᵀ = Sᵀ qᵀ           (one pass over K)
+//     Oᵀ  = e^{γ} qf Yqᵀ + Dᵀ Pᵀ
+//     Sᵀ  = e^{γ_last} Sᵀ + D2ᵀ k,   D2ᵀ = e^{γ_last−γ} kf Dᵀ
+// The state's chain per chunk is two products over 16-bit operands (Sᵀ·Wᵀ,
+// D2ᵀ·k); Ũᵀ and the outputs hang off it.
 //
-// Warp specialisation: a block has NCOL / 16 compute warps and one loading
-// warp. The loading warp copies the next chunk's k/q and prep rows
-// (cp.async) and its v (through registers: any stride and type, converted
-// to FP32) into the second buffer while the compute warps work on the
-// current one; they meet at one barrier per chunk. The compute warps issue
-// no copies and no v loads (half of their instructions before, Nsight on the
-// H200: docs/perf-notes.md v6), only the products, the small elementwise
-// steps and the output stores.
+// A compute warp owns 16 value columns of one value head and holds their
+// state transposed (16 x K, FP32) in the accumulator registers of the
+// update; the accumulator layout of two adjacent 8-wide tiles is the
+// A-operand layout of one 16-deep step (mma.cuh), so Sᵀ, Dᵀ and D2ᵀ become A
+// operands by rounding pairs to 16 bits, with no shared-memory round trip.
+// The state never leaves the registers between a sequence's chunks.
+//
+// Warp specialisation, a block of NCOL / 16 compute warps, one loading warp
+// and kProducers producer warps, three stages of loaded rows and two of
+// operands: while the compute warps work on chunk i, the producers build
+// chunk i + 1's operands and the loading warp fills chunk i + 2's stage;
+// they meet at one barrier per chunk.
+// - The loading warp copies a chunk's k/q rows (16-bit, written by the prep,
+//   w.kq16), T and P rows, γ, β, the q/k factors and v (cp.async; v through
+//   registers, a chunk ahead, where its rows are not 16-byte aligned).
+// - The producers build −W (mma: A = −T diag(β e^γ kf) as 16-bit values and
+//   remainders, B = the raw k rows, exact), Tβ and P as 16-bit values and
+//   remainders, and the per-token factors; the compute warps take no
+//   exponentials and split no T/P rows.
 //
 // Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type), Sᵀ
-// in Yᵀ, D2ᵀ in the update; Uᵀ, T, Dᵀ and P are split into a 16-bit value and
-// its 16-bit remainder (kSplitSmall). Accumulation and the state are FP32.
+// and W in Dᵀ, D2ᵀ in the update, v where it is not of the mode's type;
+// Tβ, P and Dᵀ are split into a 16-bit value and its 16-bit remainder.
+// Accumulation and the state are FP32.
 #pragma once
 
 #include "cuda/chunk_scan.cuh"
@@ -42,27 +48,17 @@ namespace scan_mma {
 using scan::Chunk;
 using scan::kChunk;
 using scan::kLdTP;
-using scan::kPrep;
-using scan::kPrepGB;
-using scan::kPrepP;
-using scan::kPrepQKF;
-using scan::kPrepT;
 
 // Row stride of the staged k/q rows in 16-bit elements: K + 8 puts the 8 rows
 // of an ldmatrix 8x8 matrix in distinct banks.
 template <int K>
 constexpr int kLd16 = K + 8;
 
-#ifndef GDN_SCAN_MMA_SPLIT_SMALL
-#define GDN_SCAN_MMA_SPLIT_SMALL 1
-#endif
-// The two in-chunk products (Dᵀ = Uᵀ Tᵀ, Dᵀ Pᵀ) with each operand split into
-// a 16-bit value and its 16-bit remainder, three products (hi·hi, hi·lo,
-// lo·hi): their operands lose ~2^-16 instead of ~2^-8 (BF16). H200, T = 32K,
-// bf16 inputs: 2.0e-3 / 2.7e-3 from FP64 (out / state) with the split,
-// 4.8e-3 / 3.8e-3 without it, for 6% more time (docs/perf-notes.md v5).
-// Building with -DGDN_SCAN_MMA_SPLIT_SMALL=0 drops it, for measurements.
-constexpr bool kSplitSmall = GDN_SCAN_MMA_SPLIT_SMALL != 0;
+// The in-chunk products (Ũᵀ = vᵀ Tβᵀ, Dᵀ Pᵀ) take each operand as a 16-bit
+// value and its 16-bit remainder, three products (hi·hi, hi·lo, lo·hi):
+// their operands lose ~2^-16 instead of ~2^-8 (BF16). H200, T = 32K, bf16
+// inputs, with the earlier form of this scan: 2.0e-3 / 2.7e-3 from FP64 (out
+// / state) with the split, 4.8e-3 / 3.8e-3 without it (docs/perf-notes.md v5).
 
 // x, y as 16-bit operands (x in the low half) and, with lo, the remainders.
 template <ScanMode MODE>
@@ -124,28 +120,65 @@ __device__ __forceinline__ void store_tile(T* base, int64_t ld, const float (&o)
     }
 }
 
-// Row stride (floats) of the staged v rows: the Uᵀ reads (tokens 2tq + e,
-// columns g) hit 32 distinct banks with NCOL + 4.
-template <int NCOL>
-constexpr int kLdV = NCOL + 4;
+// Row stride (elements) of the staged v rows, kept in the input's type: the
+// Vᵀ operand reads (tokens 2tq + e, columns g) hit distinct banks (or share
+// a word) with NCOL + 4 (4-byte) and NCOL + 8 (2-byte) elements; rows are
+// 16-byte aligned.
+template <int NCOL, int IN_BYTES>
+constexpr int kLdV = NCOL + (IN_BYTES == 4 ? 4 : 8);
+// Row stride (16-bit elements) of the producers' 32 x 32 operands (Tβ, P):
+// the 8 rows of an ldmatrix 8x8 matrix in distinct banks.
+constexpr int kLd32 = 40;
+
+// One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes): the
+// chunk's k and q rows as 16-bit values, the prep's rows and v.
+template <int K, int NCOL>
+struct Stage {
+    static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
+    static constexpr int kPrep = 64 * kLd16<K> * 2;              // float: T, P [32][kLdTP], γβ, qkf [32][2]
+    static constexpr int kT = 0, kP = 32 * kLdTP, kGB = 64 * kLdTP, kQKF = kGB + 64;
+    static constexpr int kV = kPrep + 4 * (kQKF + 64);           // In [32][kLdV] (room for 4-byte)
+    static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
+    static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL)), "stage layout");
+};
+// One stage of the producers' operands (policy::cuda_scan_mma_ops_bytes):
+// −W = −T diag(β e^γ kf) k as 16-bit rows (and remainders when
+// kSplitW), Tβ = T diag(β) and P as 16-bit values and remainders, and the
+// per-token factors of the compute warps.
+template <int K>
+struct Ops {
+    static constexpr int kW = 0;                                 // uint16 [32][kLd16]
+    static constexpr int kWlo = kW + 32 * kLd16<K> * 2;          // uint16 [32][kLd16] (kSplitW)
+    static constexpr int kTb = kWlo + (policy::kCudaScanMmaSplitW ? 32 * kLd16<K> * 2 : 0);
+    static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           // uint16 [32][kLd32] each
+    static constexpr int kP = kTbLo + 32 * kLd32 * 2;
+    static constexpr int kPLo = kP + 32 * kLd32 * 2;
+    static constexpr int kF = kPLo + 32 * kLd32 * 2;             // float [32] f_d2, [32] f_o, decay
+    static constexpr int kBytes = kF + 4 * 68;
+    static_assert(kBytes == int(policy::cuda_scan_mma_ops_bytes(K)), "operand layout");
+};
+constexpr bool kSplitW = policy::kCudaScanMmaSplitW;
+constexpr int kProducers = 2;  // warps that build a chunk's operands
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
-__global__ void __launch_bounds__(2 * NCOL + 32, 1)
+__global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                           int zero_empty_sequences) {
     static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
-    static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 16 == 0, "tile shapes");
+    static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
-    constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
+    using St = Stage<K, NCOL>;
+    using Op = Ops<K>;
+    constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads, NW + 1.. produce
     constexpr int LD = kLd16<K>;
-    constexpr int LDV = kLdV<NCOL>;
+    constexpr int LDV = kLdV<NCOL, IN_BYTES>;
     constexpr int NJ = K / 8;      // 8-wide tiles of Sᵀ's K columns
 
     extern __shared__ __align__(16) float smem[];
-    uint16_t* kq_s = reinterpret_cast<uint16_t*>(smem);  // [2][64][LD]: k rows 0..31, q rows 32..63
-    float* prep = smem + (2 * 64 * LD) / 2;              // [2][kPrep]
-    float* v_s = prep + 2 * kPrep;                       // [2][32][LDV]
+    unsigned char* const base = reinterpret_cast<unsigned char*>(smem);
+    auto stage = [&](int s) { return base + s * St::kBytes; };
+    auto ops = [&](int s) { return base + 3 * St::kBytes + s * Op::kBytes; };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -156,15 +189,35 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const int32_t h = value_head_of(p, kh, gc0 / p.V);
     const int32_t v0 = gc0 % p.V;
 
+    // ldmatrix row addresses of this lane (elements from a matrix's start),
+    // for rows of stride ld: the B operand of tiles 2nn, 2nn + 1 and a
+    // 16-deep step from rows n (not transposed): matrix i = lane / 8 is rows
+    // 8 (i / 2) + lane % 8 of the 16-row pair of tiles, columns 8 (i % 2) of
+    // the step; from rows k (transposed): rows (k) 8 (i % 2) + lane % 8,
+    // columns (n) 8 (i / 2).
+    auto ld_n = [&](int ld) { return ((lane >> 4) * 8 + (lane & 7)) * ld + ((lane >> 3) & 1) * 8; };
+    auto ld_k = [&](int ld) { return (((lane >> 3) & 1) * 8 + (lane & 7)) * ld + (lane >> 4) * 8; };
+
     Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
 
+    // Three stages of loaded rows, two of operands. While the compute warps
+    // work on chunk i (stage i % 3, operands i % 2), the producers build
+    // chunk i + 1's operands from stage (i + 1) % 3 and the loading warp
+    // fills stage (i + 2) % 3; all meet at one barrier per chunk. Two
+    // barriers before the first chunk: stage 0 loaded, then operands 0 built
+    // (and stage 1 loaded).
     if (warp == NW) {
         // ------------------------------------------------------------------
-        // The loading warp: chunk c's k/q rows, prep rows (cp.async) and v
-        // (through registers: any stride and type) into buffer buf, then
-        // wait for them; the compute warps meet it at one barrier per chunk.
-        const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
+        // The loading warp: chunk c's k/q rows and prep rows (cp.async), and
+        // its v through registers (any stride and type, converted to FP32).
+        // The v loads are issued a chunk earlier than they are stored, so
+        // that their latency spans a barrier (v is read from memory; the
+        // rest was just written by the prep).
         const In* v_in = static_cast<const In*>(p.v);
+        // v by cp.async where every row of the block's columns is 16-byte
+        // aligned; otherwise through registers, a chunk ahead.
+        const bool v_async = ((reinterpret_cast<uintptr_t>(p.v) | uint64_t(p.v_tok * IN_BYTES) |
+                               uint64_t(p.v_head * IN_BYTES)) & 15) == 0;
         // This lane's v columns: lane and lane + 32 of the block (< NCOL).
         int64_t v_off[2];
 #pragma unroll
@@ -172,14 +225,16 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             v_off[m] = int64_t(h) * p.v_head + v0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
         const float* tp_head = w.TP + int64_t(h) * w.rows * 64;
         const float* gb_head = w.gb + int64_t(h) * w.rows * 2;
-        auto load = [&](const Chunk& c, int buf) {
+        auto copy_rows = [&](const Chunk& c, unsigned char* sb) {
             const int64_t row0 = c.cs - win0;
             // k/q rows: 64 rows of K/8 16-byte pieces.
             {
                 constexpr int PIECES = K / 8;
                 const uint16_t* src0 = w.kq16 + (int64_t(kh) * w.rows + row0) * 2 * K;
-                uint16_t* dst0 = kq_s + buf * 64 * LD;
-                for (int e = lane; e < 64 * PIECES; e += 32) {
+                uint16_t* dst0 = reinterpret_cast<uint16_t*>(sb + St::kKQ);
+#pragma unroll 8
+                for (int it = 0; it < 2 * PIECES; ++it) {
+                    const int e = lane + 32 * it;
                     const int row = e / PIECES, pc = e % PIECES;  // k tokens 0..31, q tokens 32..63
                     const int t = row % 32;
                     cp_async16(dst0 + row * LD + pc * 8,
@@ -187,57 +242,206 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                                t < c.L ? 16 : 0);
                 }
             }
-            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P), γ, β, qf, kf
-            // (the prep buffer's first head slot).
-            float* pb = prep + buf * kPrep;
+            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P),
+            // γ, β, qf, kf; zeros past the chunk's end.
+            float* pb = reinterpret_cast<float*>(sb + St::kPrep);
             {
                 const int piece = lane & 15;
                 const float* src = tp_head + row0 * 64 + piece * 4;
-                float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + (piece & 7) * 4;
+                float* dst = pb + (piece < 8 ? St::kT : St::kP) + (piece & 7) * 4;
 #pragma unroll 4
                 for (int t = lane >> 4; t < 32; t += 2)
                     cp_async16(dst + t * kLdTP, t < c.L ? src + t * 64 : w.TP, t < c.L ? 16 : 0);
-                cp_async8(pb + kPrepGB + lane * 2,
+                cp_async8(pb + St::kGB + lane * 2,
                           lane < c.L ? gb_head + (row0 + lane) * 2 : w.gb, lane < c.L ? 8 : 0);
             }
-            cp_async8(pb + kPrepQKF + lane * 2,
+            cp_async8(pb + St::kQKF + lane * 2,
                       lane < c.L ? w.qkf + (int64_t(kh) * w.rows + row0 + lane) * 2 : w.qkf,
                       lane < c.L ? 8 : 0);
-            cp_async_commit();
-            // v: 16 tokens at a time, both columns of the lane in flight.
-            float* vb = v_s + buf * 32 * LDV;
+            // v rows as they are (16-byte pieces), where they are aligned.
+            if (v_async) {
+                constexpr int PR = NCOL * IN_BYTES / 16;  // pieces per token
+                const unsigned char* src = reinterpret_cast<const unsigned char*>(v_in + int64_t(h) * p.v_head + v0);
+                unsigned char* dst = sb + St::kV;
 #pragma unroll
-            for (int h16 = 0; h16 < 2; ++h16) {
-                uint32_t r[16][2];
-                const In* vt = v_in + (c.cs + 16 * h16) * p.v_tok;
-#pragma unroll
-                for (int i = 0; i < 16; ++i) {
-                    const bool ok = 16 * h16 + i < c.L;
-#pragma unroll
-                    for (int m = 0; m < 2; ++m)
-                        r[i][m] = ok && lane + 32 * m < NCOL ? uint32_t(__ldg(vt + v_off[m])) : 0u;
-                    vt += p.v_tok;
+                for (int it = 0; it < PR; ++it) {
+                    const int e = lane + 32 * it, t = e / PR, pc = e % PR;
+                    cp_async16(dst + t * (LDV * IN_BYTES) + pc * 16,
+                               t < c.L ? src + ((c.cs + t) * p.v_tok) * IN_BYTES + pc * 16 : p.v,
+                               t < c.L ? 16 : 0);
                 }
-#pragma unroll
-                for (int i = 0; i < 16; ++i)
-#pragma unroll
-                    for (int m = 0; m < 2; ++m)
-                        if (lane + 32 * m < NCOL)
-                            vb[(16 * h16 + i) * LDV + lane + 32 * m] =
-                                scan::Raw<IN_BYTES>::to_float(r[i][m], bf16_in);
             }
-            cp_async_wait_all();
+            cp_async_commit();
+        };
+        // v of a chunk: issued into vr, stored (converted) later.
+        uint32_t vr[32][2];
+        auto issue_v = [&](const Chunk& c) {
+            const In* vt = v_in + c.cs * p.v_tok;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+                const bool ok = i < c.L;
+#pragma unroll
+                for (int m = 0; m < 2; ++m)
+                    vr[i][m] = ok && lane + 32 * m < NCOL ? uint32_t(__ldg(vt + v_off[m])) : 0u;
+                vt += p.v_tok;
+            }
+        };
+        auto store_v = [&](unsigned char* sb) {
+            In* vb = reinterpret_cast<In*>(sb + St::kV);
+#pragma unroll
+            for (int i = 0; i < 32; ++i)
+#pragma unroll
+                for (int m = 0; m < 2; ++m)
+                    if (lane + 32 * m < NCOL) vb[i * LDV + lane + 32 * m] = In(vr[i][m]);
+        };
+        auto next = [&](const Chunk& c) {
+            return c.n < 0 ? c : scan::next_chunk(p, c, win0, win1);
         };
         if (cur.n < 0) return;
-        load(cur, 0);
+        copy_rows(cur, stage(0));
+        if (!v_async) {
+            issue_v(cur);
+            store_v(stage(0));
+        }
+        cp_async_wait_all();
+        __syncthreads();
+        // Chunks i + 1 and i + 2 of the compute warps' chunk i.
+        Chunk c1 = next(cur);
+        if (c1.n >= 0) {
+            copy_rows(c1, stage(1));
+            if (!v_async) {
+                issue_v(c1);
+                store_v(stage(1));
+            }
+        }
+        Chunk c2 = next(c1);
+        if (c2.n >= 0 && !v_async) issue_v(c2);
+        cp_async_wait_all();
         __syncthreads();
 #pragma unroll 1
-        for (int b = 0;; b ^= 1) {
-            const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
-            if (nxt.n < 0) break;
-            load(nxt, b ^ 1);  // buffer b^1 was last read before the previous barrier
+        for (int s = 2; c1.n >= 0; s = s == 2 ? 0 : s + 1) {
+            // Stage s was last read before the previous barrier.
+            if (c2.n >= 0) {
+                copy_rows(c2, stage(s));
+                if (!v_async) store_v(stage(s));
+            }
+            const Chunk c3 = next(c2);
+            if (c3.n >= 0 && !v_async) issue_v(c3);
+            cp_async_wait_all();
             __syncthreads();
-            cur = nxt;
+            c1 = c2;
+            c2 = c3;
+        }
+        return;
+    }
+
+    if (warp > NW) {
+        // ------------------------------------------------------------------
+        // The producers: a chunk's operands from its loaded stage. Producer
+        // pw builds −W's columns [pw K / 2, (pw + 1) K / 2) (mma: A = −T
+        // diag(s) as 16-bit values and remainders, B = the raw k rows, exact),
+        // producer 0 Tβ and the factors, producer 1 P.
+        const int pw = warp - NW - 1;
+        auto produce = [&](const Chunk& c, const unsigned char* sb, unsigned char* ob) {
+            const int L = c.L;
+            const float* pb = reinterpret_cast<const float*>(sb + St::kPrep);
+            const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
+            const float2 gbt = *reinterpret_cast<const float2*>(pb + St::kGB + 2 * lane);
+            const float2 qkf = *reinterpret_cast<const float2*>(pb + St::kQKF + 2 * lane);
+            const float eg = expf(gbt.x);
+            // s_t = β_t e^{γ_t} kf_t: zero past the chunk's end (β is).
+            const float sf = gbt.y * eg * qkf.y;
+            if (pw == 0) {
+                const float gl = __shfl_sync(0xffffffffu, gbt.x, L - 1);
+                float* f = reinterpret_cast<float*>(ob + Op::kF);
+                f[lane] = lane < L ? expf(gl - gbt.x) * qkf.y : 0.0f;  // D2 = e^{γ_L−γ_t} kf_t D
+                f[32 + lane] = eg * qkf.x;                              // Yq's e^{γ_t} qf_t
+                if (lane == 0) f[64] = expf(gl);                        // the state's decay
+            }
+            // Tβ (producer 0) or P (producer 1) as 16-bit values and
+            // remainders: lane holds columns 2 (lane % 16), + 1 of rows
+            // lane / 16 + 2m.
+            {
+                const int cp = lane & 15;
+                const float b0 = __shfl_sync(0xffffffffu, gbt.y, 2 * cp);
+                const float b1 = __shfl_sync(0xffffffffu, gbt.y, 2 * cp + 1);
+                const float* src = pb + (pw == 0 ? St::kT : St::kP) + 2 * cp;
+                uint32_t* hi = reinterpret_cast<uint32_t*>(ob + (pw == 0 ? Op::kTb : Op::kP)) + cp;
+                uint32_t* lo = reinterpret_cast<uint32_t*>(ob + (pw == 0 ? Op::kTbLo : Op::kPLo)) + cp;
+#pragma unroll 4
+                for (int t = lane >> 4; t < 32; t += 2) {
+                    float2 x = *reinterpret_cast<const float2*>(src + t * kLdTP);
+                    if (pw == 0) x.x *= b0, x.y *= b1;
+                    hi[t * (kLd32 / 2)] = pack_split<MODE>(x.x, x.y, &lo[t * (kLd32 / 2)]);
+                }
+            }
+            // −W = −T diag(s) k: A from T's rows (m-tile mt: tokens 16 mt..,
+            // step ks: tokens 16 ks..; the upper right block is zero).
+            uint32_t ah[2][2][4], al[2][2][4];
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                const int i0 = 16 * ks + 2 * tq;
+                const float s0 = -__shfl_sync(0xffffffffu, sf, i0);
+                const float s1 = -__shfl_sync(0xffffffffu, sf, i0 + 1);
+                const float s8 = -__shfl_sync(0xffffffffu, sf, i0 + 8);
+                const float s9 = -__shfl_sync(0xffffffffu, sf, i0 + 9);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    const float* r0 = pb + St::kT + (16 * mt + g) * kLdTP + i0;
+                    const float* r1 = r0 + 8 * kLdTP;
+                    const float2 x00 = *reinterpret_cast<const float2*>(r0);
+                    const float2 x01 = *reinterpret_cast<const float2*>(r0 + 8);
+                    const float2 x10 = *reinterpret_cast<const float2*>(r1);
+                    const float2 x11 = *reinterpret_cast<const float2*>(r1 + 8);
+                    ah[mt][ks][0] = pack_split<MODE>(x00.x * s0, x00.y * s1, &al[mt][ks][0]);
+                    ah[mt][ks][1] = pack_split<MODE>(x10.x * s0, x10.y * s1, &al[mt][ks][1]);
+                    ah[mt][ks][2] = pack_split<MODE>(x01.x * s8, x01.y * s9, &al[mt][ks][2]);
+                    ah[mt][ks][3] = pack_split<MODE>(x11.x * s8, x11.y * s9, &al[mt][ks][3]);
+                }
+            }
+            uint32_t* wh = reinterpret_cast<uint32_t*>(ob + Op::kW);
+            uint32_t* wl = reinterpret_cast<uint32_t*>(ob + Op::kWlo);
+            const int ldk = ld_k(LD);
+#pragma unroll 1
+            for (int jj = 0; jj < K / 32; ++jj) {
+                const int col0 = pw * (K / 2) + 16 * jj;
+                float acc[2][2][4] = {};
+#pragma unroll
+                for (int ks = 0; ks < 2; ++ks) {
+                    uint32_t r[4];
+                    mma::ldmatrix_x4<true>(r, kq + ldk + 16 * ks * LD + col0);
+#pragma unroll
+                    for (int mt = ks; mt < 2; ++mt) {
+                        mma::mma16<MODE>(acc[mt][0], al[mt][ks], {r[0], r[1]});
+                        mma::mma16<MODE>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
+                        mma::mma16<MODE>(acc[mt][1], al[mt][ks], {r[2], r[3]});
+                        mma::mma16<MODE>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                        for (int hh = 0; hh < 2; ++hh) {
+                            const int at = ((16 * mt + g + 8 * hh) * LD + col0 + 8 * nt + 2 * tq) / 2;
+                            uint32_t lo;
+                            wh[at] = pack_split<MODE>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1],
+                                                      kSplitW ? &lo : nullptr);
+                            if constexpr (kSplitW) wl[at] = lo;
+                        }
+            }
+        };
+        if (cur.n < 0) return;
+        __syncthreads();
+        produce(cur, stage(0), ops(0));
+        __syncthreads();
+        Chunk c1 = scan::next_chunk(p, cur, win0, win1);
+#pragma unroll 1
+        for (int s = 1, o = 1; c1.n >= 0; s = s == 2 ? 0 : s + 1, o ^= 1) {
+            produce(c1, stage(s), ops(o));  // operands o were last read before the previous barrier
+            __syncthreads();
+            c1 = scan::next_chunk(p, c1, win0, win1);
         }
         return;
     }
@@ -284,34 +488,81 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     if (cur.n < 0) return;
     load_state(cur);
     __syncthreads();
+    __syncthreads();
 
-    // ldmatrix row addresses of this lane (elements from a buffer's start):
-    // Yᵀ (B = the rows, not transposed): matrix i = lane / 8 is rows
-    // 8 (i / 2) + lane % 8 of a 16-row pair of tiles, columns 8 (i % 2) of a
-    // 16-deep step; the update (transposed): rows (tokens) 8 (i % 2) + lane % 8,
-    // columns (K) 8 (i / 2).
-    const int ld_y = ((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8;
-    const int ld_u = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
+    const int ld_y = ld_n(LD), ld_y32 = ld_n(kLd32), ld_u = ld_k(LD);
+    // v rows in the mode's 16-bit type are exact operands: no remainder product.
+    const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
+    const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == (MODE == ScanMode::kBf16);
     // The outputs: row stride and the element of (token 2tq, column c0).
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
     const int64_t o_col = norm_pass ? int64_t(h) * p.V + c0 : int64_t(h) * p.o_head + c0;
-    const int v_at = (2 * tq) * LDV + 16 * warp + g;  // v of (token 2tq, column c0) in a buffer
+    const int v_at = (2 * tq) * LDV + 16 * warp + g;  // v of (token 2tq, column c0) in a stage
+
+    // acc (tiles 2nn, 2nn + 1) += A Mᵀ for step s of a 32 x 32 operand M
+    // given as 16-bit values m_hi and remainders m_lo (B from M's rows):
+    // a·m_lo + a·m_hi, and a_lo·m_hi when with_lo.
+    auto small_product = [&](float(&acc)[4][4], const uint32_t(&a)[4], const uint32_t(&a_lo)[4],
+                             bool with_lo, const unsigned char* m_hi, const unsigned char* m_lo,
+                             int nn, int s) {
+        uint32_t rh[4], rl[4];
+        const int at = ld_y32 + 16 * nn * kLd32 + 16 * s;
+        mma::ldmatrix_x4<false>(rh, reinterpret_cast<const uint16_t*>(m_hi) + at);
+        mma::ldmatrix_x4<false>(rl, reinterpret_cast<const uint16_t*>(m_lo) + at);
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+            if (with_lo) mma::mma16<MODE>(acc[2 * nn + x], a_lo, {rh[2 * x], rh[2 * x + 1]});
+            mma::mma16<MODE>(acc[2 * nn + x], a, {rl[2 * x], rl[2 * x + 1]});
+            mma::mma16<MODE>(acc[2 * nn + x], a, {rh[2 * x], rh[2 * x + 1]});
+        }
+    };
 
 #pragma unroll 1
-    for (int b = 0;; b ^= 1) {
+    for (int s3 = 0, o2 = 0;; s3 = s3 == 2 ? 0 : s3 + 1, o2 ^= 1) {
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
-        const uint16_t* kq = kq_s + b * 64 * LD;
-        const float* pb = prep + b * kPrep;
-        const float* T_ = pb + kPrepT;
-        const float* P_ = pb + kPrepP;
-        const float* gb = pb + kPrepGB;
-        const float* qkf = pb + kPrepQKF;
-        const float* vb = v_s + b * 32 * LDV + v_at;
+        const unsigned char* sb = stage(s3);
+        const unsigned char* ob = ops(o2);
+        const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
+        const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
+        const uint16_t* Wh = reinterpret_cast<const uint16_t*>(ob + Op::kW);
+        const uint16_t* Wl = reinterpret_cast<const uint16_t*>(ob + Op::kWlo);
+        const float* F = reinterpret_cast<const float*>(ob + Op::kF);
         const int L = cur.L;
 
-        // Yᵀ = Sᵀ [k; q]ᵀ: tiles 0..3 the k tokens, 4..7 the q tokens.
-        float y[8][4] = {};
+        // Ũᵀ = vᵀ Tβᵀ (no state in it): A = vᵀ (16 columns x 32 tokens,
+        // value and remainder), B = Tβ's rows (lower triangular: the second
+        // step only reaches tokens 16..31).
+        float d[4][4] = {};
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            uint32_t va[4], va_lo[4] = {};
+            if (v_exact) {
+                // 16-bit v of the mode's type: the raw pairs (tokens 2tq, + 1) are the operand.
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const In* vr = vb + (16 * s + 8 * (r >> 1)) * LDV + 8 * (r & 1);
+                    va[r] = uint32_t(vr[0]) | uint32_t(vr[LDV]) << 16;
+                }
+            } else {
+                float x[4][4];  // tiles 2s, 2s + 1 of vᵀ in accumulator order
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const In* vr = vb + (16 * s + 8 * j + e) * LDV;
+                        x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
+                        x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
+                    }
+                acc_to_a<MODE>(x, s, va, &va_lo);
+            }
+#pragma unroll
+            for (int nn = s; nn < 2; ++nn)
+                small_product(d, va, va_lo, !v_exact, ob + Op::kTb, ob + Op::kTbLo, nn, s);
+        }
+
+        // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K.
+        float yq[4][4] = {};
 #pragma unroll
         for (int s = 0; s < K / 16; ++s) {
             const uint32_t a[4] = {mma::pack2<MODE>(S[2 * s][0], S[2 * s][1]),
@@ -319,59 +570,24 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                                    mma::pack2<MODE>(S[2 * s + 1][0], S[2 * s + 1][1]),
                                    mma::pack2<MODE>(S[2 * s + 1][2], S[2 * s + 1][3])};
 #pragma unroll
-            for (int nn = 0; nn < 4; ++nn) {
+            for (int nn = 0; nn < 2; ++nn) {
                 uint32_t r[4];
-                mma::ldmatrix_x4<false>(r, kq + ld_y + 16 * nn * LD + 16 * s);
-                mma::mma16<MODE>(y[2 * nn], a, {r[0], r[1]});
-                mma::mma16<MODE>(y[2 * nn + 1], a, {r[2], r[3]});
-            }
-        }
-
-        // Uᵀ = β (vᵀ − e^γ kf Ykᵀ), as A operands of two 16-token steps.
-        uint32_t ua[2][4], ua_lo[2][4];
-        {
-            float u[4][4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int t = 8 * j + 2 * tq + e;
-                    const float2 gbt = *reinterpret_cast<const float2*>(gb + 2 * t);
-                    const float f = expf(gbt.x) * qkf[2 * t + 1];
-                    const float* vr = vb + (8 * j + e) * LDV;
-                    u[j][e] = gbt.y * (vr[0] - f * y[j][e]);
-                    u[j][2 + e] = gbt.y * (vr[8] - f * y[j][2 + e]);
+                if constexpr (kSplitW) {
+                    mma::ldmatrix_x4<false>(r, Wl + ld_y + 16 * nn * LD + 16 * s);
+                    mma::mma16<MODE>(d[2 * nn], a, {r[0], r[1]});
+                    mma::mma16<MODE>(d[2 * nn + 1], a, {r[2], r[3]});
                 }
-#pragma unroll
-            for (int s = 0; s < 2; ++s) acc_to_a<MODE>(u, s, ua[s], kSplitSmall ? &ua_lo[s] : nullptr);
+                mma::ldmatrix_x4<false>(r, Wh + ld_y + 16 * nn * LD + 16 * s);
+                mma::mma16<MODE>(d[2 * nn], a, {r[0], r[1]});
+                mma::mma16<MODE>(d[2 * nn + 1], a, {r[2], r[3]});
+                mma::ldmatrix_x4<false>(r, kq + 32 * LD + ld_y + 16 * nn * LD + 16 * s);
+                mma::mma16<MODE>(yq[2 * nn], a, {r[0], r[1]});
+                mma::mma16<MODE>(yq[2 * nn + 1], a, {r[2], r[3]});
+            }
         }
 
-        // acc += A Mᵀ for 8-token tile n, 16-token step s (split when kSplitSmall).
-        auto small_product = [&](float(&acc)[4], const uint32_t(&a)[4], const uint32_t(&a_lo)[4],
-                                 const float* M, int n, int s) {
-            const float* r = M + (8 * n + g) * kLdTP + 16 * s + 2 * tq;
-            const float2 x0 = *reinterpret_cast<const float2*>(r);
-            const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-            uint32_t b_lo[2];
-            const uint32_t bm[2] = {pack_split<MODE>(x0.x, x0.y, kSplitSmall ? &b_lo[0] : nullptr),
-                                    pack_split<MODE>(x1.x, x1.y, kSplitSmall ? &b_lo[1] : nullptr)};
-            if constexpr (kSplitSmall) {
-                mma::mma16<MODE>(acc, a_lo, bm);
-                mma::mma16<MODE>(acc, a, b_lo);
-            }
-            mma::mma16<MODE>(acc, a, bm);
-        };
-
-        // Dᵀ = Uᵀ Tᵀ. (T is lower triangular, as P below, but skipping its
-        // zero blocks here as well made the K = 128 kernel spill, nvcc 13.)
-        float d[4][4] = {};
-#pragma unroll
-        for (int s = 0; s < 2; ++s)
-#pragma unroll
-            for (int n = 0; n < 4; ++n) small_product(d[n], ua[s], ua_lo[s], T_, n, s);
-
-        // Dᵀ and D2ᵀ = e^{γ_last−γ_t} kf_t Dᵀ (zero past the chunk's end) as A operands.
-        const float gamma_last = gb[2 * (L - 1)];
+        // Dᵀ (value and remainder) and D2ᵀ = e^{γ_last−γ_t} kf_t Dᵀ (zero
+        // past the chunk's end) as A operands.
         uint32_t da[2][4], da_lo[2][4], d2a[2][4];
         {
             float d2[4][4];
@@ -379,50 +595,48 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int t = 8 * j + 2 * tq + e;
-                    const float f = t < L ? expf(gamma_last - gb[2 * t]) * qkf[2 * t + 1] : 0.0f;
+                    const float f = F[8 * j + 2 * tq + e];
                     d2[j][e] = f * d[j][e];
                     d2[j][2 + e] = f * d[j][2 + e];
                 }
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
-                acc_to_a<MODE>(d, s, da[s], kSplitSmall ? &da_lo[s] : nullptr);
+                acc_to_a<MODE>(d, s, da[s], &da_lo[s]);
                 acc_to_a<MODE>(d2, s, d2a[s]);
             }
         }
 
         // Oᵀ = e^γ qf Yqᵀ + Dᵀ Pᵀ, then the outputs of the chunk's tokens.
         {
-            float o[4][4];
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int t = 8 * j + 2 * tq + e;
-                    const float f = expf(gb[2 * t]) * qkf[2 * t];
-                    o[j][e] = f * y[4 + j][e];
-                    o[j][2 + e] = f * y[4 + j][2 + e];
+                    const float f = F[32 + 8 * j + 2 * tq + e];
+                    yq[j][e] *= f;
+                    yq[j][2 + e] *= f;
                 }
             // P is lower triangular (the prep writes the zeros): tokens 0..15
             // (tiles 0, 1) take only the first 16-token step.
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll
-                for (int n = 2 * s; n < 4; ++n) small_product(o[n], da[s], da_lo[s], P_, n, s);
+                for (int nn = s; nn < 2; ++nn)
+                    small_product(yq, da[s], da_lo[s], true, ob + Op::kP, ob + Op::kPLo, nn, s);
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass)
-                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, o, tq, L);
+                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
             else if (p.out_dt == GDN_DTYPE_BF16)
-                store_tile(static_cast<__nv_bfloat16*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
+                store_tile(static_cast<__nv_bfloat16*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
             else if (p.out_dt == GDN_DTYPE_F16)
-                store_tile(static_cast<__half*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
+                store_tile(static_cast<__half*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
             else
-                store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, o, tq, L);
+                store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
         }
 
         // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2).
         {
-            const float decay = expf(gamma_last);
+            const float decay = F[64];
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -443,7 +657,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             if (nxt.n >= 0) load_state(nxt);
         }
         if (nxt.n < 0) break;
-        __syncthreads();  // buffer b^1 is loaded; buffer b is free for the loading warp
+        __syncthreads();  // the next stage is loaded and its operands built
         cur = nxt;
     }
 }
@@ -453,7 +667,7 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
                    bool zero_empty, cudaStream_t stream) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>
-        <<<grid, 2 * NCOL + 32, policy::cuda_scan_mma_smem_bytes(K, NCOL), stream>>>(
+        <<<grid, 2 * NCOL + 32 * (1 + kProducers), policy::cuda_scan_mma_smem_bytes(K, NCOL), stream>>>(
             p, w, win0, win1, zero_empty ? 1 : 0);
     return cudaGetLastError();
 }

@@ -23,9 +23,10 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
-        Spec s;  // K = V = 128, G = 3, [V][K], interleaved, f16 out
+        Spec s;  // K = V = 128, G = 3, [V][K], interleaved, f16 out, odd row strides
         s.seq_lens = {97};
         s.hk = 1, s.hv = 3, s.k = s.v = 128;
+        s.row_pad = 1;  // unaligned v rows: the register-state scan loads v through registers
         s.layout = GDN_STATE_VK;
         s.mapping = GDN_HEADS_INTERLEAVED;
         s.output = GDN_DTYPE_F16;
