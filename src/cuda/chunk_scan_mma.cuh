@@ -297,6 +297,16 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         auto next = [&](const Chunk& c) {
             return c.n < 0 ? c : scan::next_chunk(p, c, win0, win1);
         };
+        // v rows (read from memory, unlike the rest) into L2 a chunk before
+        // they are copied: lane t the lines of token t's NCOL values.
+        auto prefetch_v = [&](const Chunk& c) {
+            if (c.n < 0 || lane >= c.L) return;
+            const char* row =
+                reinterpret_cast<const char*>(v_in + (c.cs + lane) * p.v_tok + int64_t(h) * p.v_head + v0);
+#pragma unroll
+            for (int b = 0; b < NCOL * IN_BYTES; b += 128) prefetch_l2(row + b);
+            prefetch_l2(row + NCOL * IN_BYTES - 1);
+        };
         if (cur.n < 0) return;
         copy_rows(cur, stage(0));
         if (!v_async) {
@@ -316,6 +326,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         }
         Chunk c2 = next(c1);
         if (c2.n >= 0 && !v_async) issue_v(c2);
+        if (v_async) prefetch_v(c2);
         cp_async_wait_all();
         __syncthreads();
 #pragma unroll 1
@@ -327,6 +338,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             }
             const Chunk c3 = next(c2);
             if (c3.n >= 0 && !v_async) issue_v(c3);
+            if (v_async) prefetch_v(c3);
             cp_async_wait_all();
             __syncthreads();
             c1 = c2;

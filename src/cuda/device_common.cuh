@@ -172,6 +172,12 @@ __device__ __forceinline__ void cp_async8(void* dst, const void* src, int src_by
     *static_cast<float2*>(dst) = v;
 #endif
 }
+// The 128-byte line holding p, fetched into L2 (no register, no wait).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
