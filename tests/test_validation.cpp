@@ -503,6 +503,50 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
     CHECK(info.precision == GDN_PRECISION_FP32);
 }
 
+TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it",
+          "[validation][dispatch]") {
+    Fixture f;
+    gdn_problem_t p = f.problem;
+    p.num_seqs = 1;
+    p.num_tokens = 4096;
+    p.num_k_heads = 16;
+    p.num_v_heads = 48;
+    p.head_dim_k = p.head_dim_v = 128;
+    p.num_state_slots = 1;
+    p.precision = GDN_PRECISION_BF16;
+    // Caps made by hand (the policy is pure): an A100 (108 SMs, 163 KB opt-in)
+    // and an sm_89 card (142 SMs, 99 KB opt-in).
+    auto card = [&](const char* arch, int major, int minor, int32_t sms, size_t optin) {
+        gdn_caps_t c = f.caps;
+        c.backend = GDN_BACKEND_CUDA;
+        std::snprintf(c.arch, sizeof c.arch, "%s", arch);
+        c.compute_major = major;
+        c.compute_minor = minor;
+        c.multiprocessor_count = sms;
+        c.shared_mem_per_block_optin = optin;
+        c.shared_mem_per_multiprocessor = optin + 1024;
+        return c;
+    };
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    // K = 128: three stages of loaded rows and two of operands, 145952 bytes.
+    const gdn_caps_t a100 = card("sm_80", 8, 0, 108, 166912);
+    REQUIRE(gdn_select_path(&a100, &p, nullptr, &info) == GDN_SUCCESS);
+    INFO(info.reason);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_BF16);
+    const gdn_caps_t ada = card("sm_89", 8, 9, 142, 101376);
+    REQUIRE(gdn_select_path(&ada, &p, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    gdn_problem_t forced = p;
+    forced.algorithm = GDN_ALGO_CHUNKED;
+    CHECK(gdn_select_path(&ada, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    const std::string why = gdn_last_error();
+    INFO(why);
+    CHECK(why.find("145952 bytes of shared memory") != std::string::npos);
+    CHECK(why.find("sm_89 allows 101376") != std::string::npos);
+}
+
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");
     CHECK(std::string(gdn_status_string(GDN_ERROR_INVALID_ARGUMENT)) == "invalid argument");
