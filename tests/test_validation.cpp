@@ -423,25 +423,37 @@ TEST_CASE("forced chunked where no chunked path runs is an error that says why",
     CHECK(std::string(gdn_last_error()).find("gfx1030") != std::string::npos);
 }
 
-TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its precision",
-          "[validation][dispatch]") {
-    Fixture f;
-    // Caps of an H200 (made by hand: the policy is pure).
-    gdn_caps_t c = f.caps;
+// CUDA caps made by hand (the dispatch policy is pure: no device needed).
+static gdn_caps_t cuda_card(const gdn_caps_t& base, const char* arch, int major, int minor, int32_t sms,
+                            size_t optin, size_t per_sm) {
+    gdn_caps_t c = base;
     c.backend = GDN_BACKEND_CUDA;
-    std::snprintf(c.arch, sizeof c.arch, "sm_90");
-    c.compute_major = 9;
-    c.compute_minor = 0;
-    c.multiprocessor_count = 132;
-    c.shared_mem_per_block_optin = 232448;
-    c.shared_mem_per_multiprocessor = 233472;
-    gdn_problem_t p = f.problem;
+    std::snprintf(c.arch, sizeof c.arch, "%s", arch);
+    c.compute_major = major;
+    c.compute_minor = minor;
+    c.multiprocessor_count = sms;
+    c.shared_mem_per_block_optin = optin;
+    c.shared_mem_per_multiprocessor = per_sm;
+    return c;
+}
+
+// One 4096-token prompt of the engine shape (Hk 16, Hv 48, K = V = 128).
+static gdn_problem_t engine_prompt(const gdn_problem_t& base) {
+    gdn_problem_t p = base;
     p.num_seqs = 1;
     p.num_tokens = 4096;
     p.num_k_heads = 16;
     p.num_v_heads = 48;
     p.head_dim_k = p.head_dim_v = 128;
     p.num_state_slots = 1;
+    return p;
+}
+
+TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its precision",
+          "[validation][dispatch]") {
+    Fixture f;
+    const gdn_caps_t c = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);  // an H200
+    gdn_problem_t p = engine_prompt(f.problem);
     gdn_path_info_t info;
     gdn_path_info_init(&info);
     // The default precision (FP32) never takes it.
@@ -506,36 +518,17 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
 TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it",
           "[validation][dispatch]") {
     Fixture f;
-    gdn_problem_t p = f.problem;
-    p.num_seqs = 1;
-    p.num_tokens = 4096;
-    p.num_k_heads = 16;
-    p.num_v_heads = 48;
-    p.head_dim_k = p.head_dim_v = 128;
-    p.num_state_slots = 1;
+    gdn_problem_t p = engine_prompt(f.problem);
     p.precision = GDN_PRECISION_BF16;
-    // Caps made by hand (the policy is pure): an A100 (108 SMs, 163 KB opt-in)
-    // and an sm_89 card (142 SMs, 99 KB opt-in).
-    auto card = [&](const char* arch, int major, int minor, int32_t sms, size_t optin) {
-        gdn_caps_t c = f.caps;
-        c.backend = GDN_BACKEND_CUDA;
-        std::snprintf(c.arch, sizeof c.arch, "%s", arch);
-        c.compute_major = major;
-        c.compute_minor = minor;
-        c.multiprocessor_count = sms;
-        c.shared_mem_per_block_optin = optin;
-        c.shared_mem_per_multiprocessor = optin + 1024;
-        return c;
-    };
     gdn_path_info_t info;
     gdn_path_info_init(&info);
     // K = 128: three stages of loaded rows and two of operands, 145952 bytes.
-    const gdn_caps_t a100 = card("sm_80", 8, 0, 108, 166912);
+    const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
     REQUIRE(gdn_select_path(&a100, &p, nullptr, &info) == GDN_SUCCESS);
     INFO(info.reason);
     CHECK(info.path == GDN_PATH_CHUNKED_TC);
     CHECK(info.precision == GDN_PRECISION_BF16);
-    const gdn_caps_t ada = card("sm_89", 8, 9, 142, 101376);
+    const gdn_caps_t ada = cuda_card(f.caps, "sm_89", 8, 9, 142, 101376, 102400);
     REQUIRE(gdn_select_path(&ada, &p, nullptr, &info) == GDN_SUCCESS);
     CHECK(info.path == GDN_PATH_SEQUENTIAL);
     gdn_problem_t forced = p;
