@@ -158,7 +158,9 @@ struct Ops {
     static_assert(kBytes == int(policy::cuda_scan_mma_ops_bytes(K)), "operand layout");
 };
 constexpr bool kSplitW = policy::kCudaScanMmaSplitW;
-constexpr int kProducers = 2;  // warps that build a chunk's operands
+// Warps that build a chunk's operands: W's two column halves, Tβ on one and
+// P on the other.
+constexpr int kProducers = 2;
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
 __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
@@ -208,11 +210,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     // (and stage 1 loaded).
     if (warp == NW) {
         // ------------------------------------------------------------------
-        // The loading warp: chunk c's k/q rows and prep rows (cp.async), and
-        // its v through registers (any stride and type, converted to FP32).
-        // The v loads are issued a chunk earlier than they are stored, so
-        // that their latency spans a barrier (v is read from memory; the
-        // rest was just written by the prep).
+        // The loading warp: a chunk's k/q rows, prep rows and v (cp.async; v
+        // in its own type, the compute warps convert it). v is read from
+        // memory (the rest was just written by the prep): its rows are
+        // prefetched into L2 a chunk before they are copied, or, where they
+        // are not 16-byte aligned, loaded through registers a chunk before
+        // they are stored, so that the loads' latency spans a barrier.
         const In* v_in = static_cast<const In*>(p.v);
         // v by cp.async where every row of the block's columns is 16-byte
         // aligned; otherwise through registers, a chunk ahead.
