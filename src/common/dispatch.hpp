@@ -42,10 +42,10 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
 // The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh): three
 // stages of the loaded rows (the chunk's k and q rows as 16-bit values in
 // rows of K + 8; T and P in rows of 36 floats, γβ and the q/k factors; v in
-// 32 rows of ncol + 4 floats) and two of the operands its producer warps
-// build (−W as 16-bit rows of K + 8, with their remainders when
-// kCudaScanMmaSplitW; Tβ and P as 16-bit values and remainders in rows of
-// 40; 68 floats of per-token factors).
+// its own type, room for 32 rows of ncol + 4 four-byte values) and two of
+// the operands its producer warps build (−W as 16-bit rows of K + 8, with
+// their remainders when kCudaScanMmaSplitW; Tβ and P as 16-bit values and
+// remainders in rows of 40; 68 floats of per-token factors).
 constexpr bool kCudaScanMmaSplitW = false;
 constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol) {
     return 64 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 36 + 4 * 32 + 32 * size_t(ncol + 4));
