@@ -43,15 +43,14 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
 // stages of the loaded rows (the chunk's k and q rows as 16-bit values in
 // rows of K + 8; T and P in rows of 36 floats, γβ and the q/k factors; v in
 // its own type, room for 32 rows of ncol + 4 four-byte values) and two of
-// the operands its producer warps build (−W as 16-bit rows of K + 8, with
-// their remainders when kCudaScanMmaSplitW; Tβ and P as 16-bit values and
-// remainders in rows of 40; 68 floats of per-token factors).
-constexpr bool kCudaScanMmaSplitW = false;
+// the operands its producer warps build (−W as 16-bit rows of K + 8; Tβ and
+// P as 16-bit values and remainders in rows of 40; 68 floats of per-token
+// factors).
 constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol) {
     return 64 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 36 + 4 * 32 + 32 * size_t(ncol + 4));
 }
 constexpr size_t cuda_scan_mma_ops_bytes(int32_t K) {
-    return (kCudaScanMmaSplitW ? 2 : 1) * 32 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * 68;
+    return 32 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * 68;
 }
 constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol) {
     return 3 * cuda_scan_mma_stage_bytes(K, ncol) + 2 * cuda_scan_mma_ops_bytes(K);

@@ -142,14 +142,13 @@ struct Stage {
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL)), "stage layout");
 };
 // One stage of the producers' operands (policy::cuda_scan_mma_ops_bytes):
-// −W = −T diag(β e^γ kf) k as 16-bit rows (and remainders when
-// kSplitW), Tβ = T diag(β) and P as 16-bit values and remainders, and the
+// −W = −T diag(β e^γ kf) k as 16-bit rows (rounded, like Sᵀ in the same
+// product), Tβ = T diag(β) and P as 16-bit values and remainders, and the
 // per-token factors of the compute warps.
 template <int K>
 struct Ops {
     static constexpr int kW = 0;                                 // uint16 [32][kLd16]
-    static constexpr int kWlo = kW + 32 * kLd16<K> * 2;          // uint16 [32][kLd16] (kSplitW)
-    static constexpr int kTb = kWlo + (policy::kCudaScanMmaSplitW ? 32 * kLd16<K> * 2 : 0);
+    static constexpr int kTb = kW + 32 * kLd16<K> * 2;
     static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           // uint16 [32][kLd32] each
     static constexpr int kP = kTbLo + 32 * kLd32 * 2;
     static constexpr int kPLo = kP + 32 * kLd32 * 2;
@@ -157,7 +156,6 @@ struct Ops {
     static constexpr int kBytes = kF + 4 * 68;
     static_assert(kBytes == int(policy::cuda_scan_mma_ops_bytes(K)), "operand layout");
 };
-constexpr bool kSplitW = policy::kCudaScanMmaSplitW;
 // Warps that build a chunk's operands: W's two column halves, Tβ on one and
 // P on the other.
 constexpr int kProducers = 2;
@@ -415,7 +413,6 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                 }
             }
             uint32_t* wh = reinterpret_cast<uint32_t*>(ob + Op::kW);
-            uint32_t* wl = reinterpret_cast<uint32_t*>(ob + Op::kWlo);
             const int ldk = ld_k(LD);
 #pragma unroll 1
             for (int jj = 0; jj < K / 32; ++jj) {
@@ -440,10 +437,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 #pragma unroll
                         for (int hh = 0; hh < 2; ++hh) {
                             const int at = ((16 * mt + g + 8 * hh) * LD + col0 + 8 * nt + 2 * tq) / 2;
-                            uint32_t lo;
-                            wh[at] = pack_split<MODE>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1],
-                                                      kSplitW ? &lo : nullptr);
-                            if constexpr (kSplitW) wl[at] = lo;
+                            wh[at] = mma::pack2<MODE>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
                         }
             }
         };
@@ -541,7 +535,6 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
         const uint16_t* Wh = reinterpret_cast<const uint16_t*>(ob + Op::kW);
-        const uint16_t* Wl = reinterpret_cast<const uint16_t*>(ob + Op::kWlo);
         const float* F = reinterpret_cast<const float*>(ob + Op::kF);
         const int L = cur.L;
 
@@ -587,11 +580,6 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 #pragma unroll
             for (int nn = 0; nn < 2; ++nn) {
                 uint32_t r[4];
-                if constexpr (kSplitW) {
-                    mma::ldmatrix_x4<false>(r, Wl + ld_y + 16 * nn * LD + 16 * s);
-                    mma::mma16<MODE>(d[2 * nn], a, {r[0], r[1]});
-                    mma::mma16<MODE>(d[2 * nn + 1], a, {r[2], r[3]});
-                }
                 mma::ldmatrix_x4<false>(r, Wh + ld_y + 16 * nn * LD + 16 * s);
                 mma::mma16<MODE>(d[2 * nn], a, {r[0], r[1]});
                 mma::mma16<MODE>(d[2 * nn + 1], a, {r[2], r[3]});
