@@ -27,7 +27,7 @@ The FP64 reference is the exact chunked (WY) form of the recurrence in float64
 token-by-token FP64 loop (printed). Each error row names the T it was measured
 at (all shapes by default; --err-max-tokens lowers that).
 
-usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.2.0 [--quick]
+usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.2.0 [--quick | --shapes 48:32768,...]
        python3 scripts/bench_fla.py --abi        (the ctypes layouts, no GPU, no torch)
        python3 scripts/bench_fla.py --selftest   (the FP64 references on the CPU, no GPU)
 """
@@ -453,6 +453,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib")
     ap.add_argument("--quick", action="store_true", help="a few shapes, under a minute")
+    ap.add_argument("--shapes", help="the matrix's shapes instead of the full one: comma-separated "
+                    "HV:T (one sequence) or HV:TxN (N sequences of T tokens), e.g. 48:32768,64:4096x8")
     ap.add_argument("--err-max-tokens", type=int, default=1 << 30,
                     help="measure errors only on shapes of at most this many tokens (default: all)")
     ap.add_argument("--no-decode", action="store_true", help="skip the decode and host-time tables")
@@ -491,7 +493,13 @@ def main():
           f"out {rel(co, ro):.1e}, state {rel(cs, rs):.1e}")
 
     # ---- the matrix of issue #7
-    if args.quick:
+    if args.shapes:
+        shapes = []
+        for item in args.shapes.split(","):
+            hv, _, lens = item.partition(":")
+            T, _, n = lens.partition("x")
+            shapes.append((int(hv), (int(T),) * int(n or 1)))
+    elif args.quick:
         shapes = [(48, (2048,)), (64, (8192,)), (64, (1024,) * 8)]
     else:
         shapes = [(hv, (T,)) for hv in (48, 64) for T in (512, 2048, 8192, 32768, 65536)]

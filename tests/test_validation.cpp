@@ -477,10 +477,11 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             fp32.precision = GDN_PRECISION_FP32;
             REQUIRE(gdn_workspace_size(&c, &fp32, &fp32_bytes) == GDN_SUCCESS);
             // The same prep scratch; BF16/FP16 add the window's k and q rows
-            // as 16-bit values (Hk x (2048 + 32) x 2K halves) for their scan.
+            // as 16-bit values (Hk x (2048 + 32) x 2K halves) for their scan,
+            // twice: 4096 tokens on sm_90 keep two windows' prep output.
             const size_t extra = precision == GDN_PRECISION_TF32X3
                                      ? 0
-                                     : size_t(16) * (2048 + 32) * 2 * 128 * sizeof(uint16_t);
+                                     : 2 * size_t(16) * (2048 + 32) * 2 * 128 * sizeof(uint16_t);
             CHECK(tc_bytes >= fp32_bytes + extra);
             CHECK(tc_bytes < fp32_bytes + extra + GDN_WORKSPACE_ALIGNMENT);
             CHECK(fp32_bytes > 0);
@@ -539,6 +540,49 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
     CHECK(why.find("145952 bytes of shared memory") != std::string::npos);
     CHECK(why.find("sm_89 allows 101376") != std::string::npos);
 }
+
+#if defined(GDN_TESTS_HAVE_CUDA)
+TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows of prep output",
+          "[validation][dispatch]") {
+    Fixture f;
+    const gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
+    // Below sm_90 (no programmatic dependent launch), with the H200's SMs
+    // and shared memory so that the FP32 scan's grid fits as well.
+    const gdn_caps_t sm80 = cuda_card(f.caps, "sm_80", 8, 0, 132, 232448, 233472);
+    gdn_problem_t p = engine_prompt(f.problem);
+    p.algorithm = GDN_ALGO_CHUNKED;
+    auto bytes = [&](const gdn_caps_t& c, int64_t tokens) {
+        gdn_problem_t q = p;
+        q.num_tokens = tokens;
+        size_t n = 0;
+        const gdn_status_t st = gdn_workspace_size(&c, &q, &n);
+        INFO(c.arch << ", " << tokens << " tokens: " << gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        return n;
+    };
+    // One window's prep output: T and P rows, γ/β (per value head), the q/k
+    // factors (per key head) for 2048 + 32 rows; the BF16 scan also reads the
+    // k/q rows as 16-bit values. Each piece is a multiple of the alignment.
+    const size_t rows = 2048 + 32;
+    const size_t prep = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
+    const size_t kq16 = 16 * rows * 2 * 128 * 2;
+    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16}) {
+        p.precision = precision;
+        const size_t one = prep + (precision == GDN_PRECISION_BF16 ? kq16 : 0);
+        INFO("precision " << int(precision));
+        // One window: nothing to overlap, the same scratch on both cards.
+        CHECK(bytes(h200, 2048) == one);
+        CHECK(bytes(sm80, 2048) == one);
+        // More: sm_90 keeps two windows' prep output (the next window's prep
+        // runs beside this window's scan), sm_80 one; neither grows with
+        // the prompt.
+        CHECK(bytes(h200, 4096) == 2 * one);
+        CHECK(bytes(h200, 32768) == 2 * one);
+        CHECK(bytes(sm80, 4096) == one);
+        CHECK(bytes(sm80, 32768) == one);
+    }
+}
+#endif
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");

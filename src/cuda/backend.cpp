@@ -112,12 +112,19 @@ bool use_decode_kernel(const gdn_caps_t& caps, const Shape& s, const Tensors& t)
            int64_t(s.num_seqs) * s.num_v_heads >= kDecodeBlocksPerSm * caps.multiprocessor_count;
 }
 
-// The chunked path's scratch: one window of prep output (and raw outputs
-// when the output norm runs as a separate pass). Sizes (base == nullptr) and
-// carves with the same code.
+// Whether the chunked path's kernels overlap across windows: the next
+// window's prep, launched as a programmatic dependent of this window's scan
+// (device_common.cuh), runs on the SMs the scan leaves free and fills them
+// as its blocks end. Programmatic dependent launch is sm_90's.
+bool overlap_windows(const gdn_caps_t& caps) { return caps.compute_major >= 9; }
+
+// The chunked path's scratch: the prep's output for one window (for two,
+// used in turn, where windows overlap and there is more than one), and the
+// raw outputs when the output norm runs as a separate pass. Sizes (base ==
+// nullptr) and carves with the same code.
 struct ChunkLayout {
     int64_t window;  // chunk starts per window
-    ChunkScratch scratch;
+    ChunkScratch scratch[2];
     size_t bytes;
 };
 
@@ -127,23 +134,30 @@ struct ChunkLayout {
 // k/q rows.
 bool use_scan_mma(ScanMode mode) { return mode == ScanMode::kBf16 || mode == ScanMode::kFp16; }
 
-ChunkLayout carve_chunk_scratch(const Shape& s, ScanMode mode, void* base) {
+ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode mode,
+                                void* base) {
     ChunkLayout l;
     const int64_t chunk = policy::kCudaChunk;
     const int64_t tokens = (s.num_tokens + chunk - 1) / chunk * chunk;
     l.window = std::min<int64_t>(policy::kCudaWindowTokens, tokens);
     const int64_t rows = l.window + chunk;
     WorkspaceCarver c(base);
-    l.scratch.TP = c.take<float>(size_t(s.num_v_heads) * rows * 64);
-    l.scratch.gb = c.take<float>(size_t(s.num_v_heads) * rows * 2);
-    l.scratch.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
-    l.scratch.O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
-                                  : nullptr;
-    l.scratch.kq16 = use_scan_mma(mode)
-                         ? c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k)
-                         : nullptr;
-    l.scratch.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
-    l.scratch.rows = rows;
+    float* O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
+                               : nullptr;
+    const int halves = overlap_windows(caps) && tokens > l.window ? 2 : 1;
+    for (int i = 0; i < halves; ++i) {
+        ChunkScratch& w = l.scratch[i];
+        w.TP = c.take<float>(size_t(s.num_v_heads) * rows * 64);
+        w.gb = c.take<float>(size_t(s.num_v_heads) * rows * 2);
+        w.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
+        w.O = O;
+        w.kq16 = use_scan_mma(mode)
+                     ? c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k)
+                     : nullptr;
+        w.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
+        w.rows = rows;
+    }
+    if (halves == 1) l.scratch[1] = l.scratch[0];
     l.bytes = c.bytes();
     return l;
 }
@@ -243,7 +257,6 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
 
 gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const PathChoice& path,
                             size_t* bytes) {
-    (void)caps;
     if (path.path == GDN_PATH_SEQUENTIAL) {
         if (gdn_status_t st = check_sequential_shape(shape)) return st;
         *bytes = 0;
@@ -251,7 +264,8 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
     }
     if (path.path != GDN_PATH_CHUNKED_FP32 && path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
-    *bytes = carve_chunk_scratch(shape, scan_mode_for(path.path, path.precision), nullptr).bytes;
+    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision), nullptr)
+                 .bytes;
     return GDN_SUCCESS;
 }
 
@@ -300,15 +314,39 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                                   caps.multiprocessor_count, use_scan_mma(mode));
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
-    const ChunkLayout l = carve_chunk_scratch(shape, mode, workspace);
+    const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, workspace);
+    // Window i's prep writes scratch half i % 2. In stream order: prep 0,
+    // then per window i its scan, the prep of window i + 1, and the output
+    // norm of window i. Where windows overlap, every kernel but the first is
+    // a programmatic dependent of the one before it:
+    // - the scan waits for the prep (and transitively everything before);
+    //   once it runs, the next prep starts beside it on the free SMs;
+    // - that prep reads only the call's inputs and writes the half the
+    //   previous scan read, which had ended before this scan started; one of
+    //   its threads waits for this scan, so that its completion implies the
+    //   scan's (the next scan reads the state; the output norm the raw
+    //   outputs);
+    // - the output norm waits for that prep, the next scan for the norm.
+    // The first kernel is an ordinary launch: it starts after all earlier
+    // work in the caller's stream.
+    const bool overlap = overlap_windows(caps);
+    const auto prep = [&](int64_t a, bool dependent) {
+        const int64_t b = std::min(a + l.window, shape.num_tokens);
+        const ChunkScratch& w = l.scratch[(a / l.window) % 2];
+        if (cudaError_t e = launch_chunk_prep(p, w, a, b, stream, dependent))
+            return device_error("launching the CUDA chunk prep kernel", e);
+        return GDN_SUCCESS;
+    };
+    if (gdn_status_t st = prep(0, false)) return st;
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);
-        if (cudaError_t e = launch_chunk_prep(p, l.scratch, a, b, stream))
-            return device_error("launching the CUDA chunk prep kernel", e);
-        if (cudaError_t e = launch_chunk_scan(p, l.scratch, a, b, ncol, mode, a == 0, stream))
+        const ChunkScratch& w = l.scratch[(a / l.window) % 2];
+        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, mode, a == 0, stream, overlap))
             return device_error("launching the CUDA chunk scan kernel", e);
+        if (b < shape.num_tokens)
+            if (gdn_status_t st = prep(b, overlap)) return st;
         if (shape.output_norm())
-            if (cudaError_t e = launch_chunk_epilogue(p, l.scratch, a, b, stream))
+            if (cudaError_t e = launch_chunk_epilogue(p, w, a, b, stream, overlap))
                 return device_error("launching the CUDA output-norm kernel", e);
     }
     return GDN_SUCCESS;

@@ -299,9 +299,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
     const int32_t kh = blockIdx.y;
     const int64_t pos0 = win0 + int64_t(blockIdx.x) * kChunk;
     const int64_t pos1 = pos0 + kChunk < win1 ? pos0 + kChunk : win1;
-    if (pos0 >= win1) return;
     // The chunk starts in [pos0, pos1): at most one per sequence.
-    for (int32_t n = first_seq_ending_after(p, pos0); n < p.num_seqs; ++n) {
+    for (int32_t n = pos0 < win1 ? first_seq_ending_after(p, pos0) : p.num_seqs; n < p.num_seqs;
+         ++n) {
         const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
         if (bos >= pos1) break;
         if (eos <= bos || seq_slot(p, n) < 0) continue;
@@ -311,23 +311,30 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
         const int L = int(eos - cs < kChunk ? eos - cs : kChunk);
         prep_chunk<K>(p, w, kh, cs, cs - win0, L, smem);
     }
+    // Launched to overlap the previous window's scan (backend.cpp), the prep
+    // reads only the call's inputs and writes the scratch half that the scan
+    // before that one read. Its completion must still imply the previous
+    // scan's, which the next scan and epilogue count on (the state, the raw
+    // outputs): one thread of the last block waits for it, so that the other
+    // blocks free their SMs as soon as they are done.
+    if (blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 && threadIdx.x == 0)
+        grid_dependency_wait();
 }
 
 template <int K>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned((win1 - win0 + kChunk - 1) / kChunk), unsigned(p.Hk));
-    chunk_prep_kernel<K><<<grid, kThreads, policy::cuda_prep_smem_bytes(K), stream>>>(p, w, win0,
-                                                                                      win1);
-    return cudaGetLastError();
+    return launch_kernel(chunk_prep_kernel<K>, grid, dim3(kThreads), policy::cuda_prep_smem_bytes(K),
+                         stream, overlap, p, w, win0, win1);
 }
 
 }  // namespace
 
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, cudaStream_t stream) {
-    if (p.K == 64) return launch<64>(p, w, window_start, window_end, stream);
-    if (p.K == 128) return launch<128>(p, w, window_start, window_end, stream);
+                              int64_t window_end, cudaStream_t stream, bool overlap) {
+    if (p.K == 64) return launch<64>(p, w, window_start, window_end, stream, overlap);
+    if (p.K == 128) return launch<128>(p, w, window_start, window_end, stream, overlap);
     return cudaErrorInvalidValue;
 }
 

@@ -14,6 +14,7 @@ namespace {
 // window's tokens in w.O; one warp per (token, value head).
 __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, const ChunkScratch w,
                                                              int64_t win0, int64_t win1) {
+    grid_dependency_wait();  // the scan's raw outputs (backend.cpp: the kernel ahead is the next prep)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = int64_t(blockIdx.x) * 8 + warp;
     const int32_t h = blockIdx.y;
@@ -41,46 +42,46 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision) {
 namespace {
 template <ScanMode MODE>
 cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                        int ncol, bool zero_empty, cudaStream_t stream) {
+                        int ncol, bool zero_empty, cudaStream_t stream, bool overlap) {
     if constexpr (MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16) {
         // The register-state scan, on the 16-bit k/q rows the prep wrote.
         if (!w.kq16) return cudaErrorInvalidValue;
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
-        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
+        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
     } else {
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
-        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream);
+            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
+        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
     }
 }
 }  // namespace
 
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, int ncol, ScanMode mode,
-                              bool zero_empty_sequences, cudaStream_t stream) {
+                              bool zero_empty_sequences, cudaStream_t stream, bool overlap) {
     switch (mode) {
         case ScanMode::kFp32:
             return launch_mode<ScanMode::kFp32>(p, w, window_start, window_end, ncol,
-                                                zero_empty_sequences, stream);
+                                                zero_empty_sequences, stream, overlap);
         case ScanMode::kBf16:
             return launch_mode<ScanMode::kBf16>(p, w, window_start, window_end, ncol,
-                                                zero_empty_sequences, stream);
+                                                zero_empty_sequences, stream, overlap);
         case ScanMode::kFp16:
             return launch_mode<ScanMode::kFp16>(p, w, window_start, window_end, ncol,
-                                                zero_empty_sequences, stream);
+                                                zero_empty_sequences, stream, overlap);
         case ScanMode::kTf32x3:
             return launch_mode<ScanMode::kTf32x3>(p, w, window_start, window_end, ncol,
-                                                  zero_empty_sequences, stream);
+                                                  zero_empty_sequences, stream, overlap);
     }
     return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
-                                  int64_t window_end, cudaStream_t stream) {
+                                  int64_t window_end, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned((w.rows + 7) / 8), unsigned(p.Hv));
-    chunk_epilogue_kernel<<<grid, 256, 0, stream>>>(p, w, window_start, window_end);
-    return cudaGetLastError();
+    return launch_kernel(chunk_epilogue_kernel, grid, dim3(256), 0, stream, overlap, p, w,
+                         window_start, window_end);
 }
 
 cudaError_t set_chunk_scan_attributes(size_t smem_limit) {

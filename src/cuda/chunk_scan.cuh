@@ -192,6 +192,10 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     // floats are set aside.
     constexpr int DLD = NCOL + (kTc ? 8 : 0);
     static_assert(DLD - NCOL <= policy::kCudaScanDPadTc, "D rows fit their allocation");
+    // As the register-state scan (chunk_scan_mma.cuh): wait for the prep and
+    // the previous window, then let the next window's prep start.
+    grid_dependency_wait();
+    allow_dependent_launch();
 
     extern __shared__ __align__(16) float smem[];
     float* kqT = smem;                      // [2][K][kLdKQ] k (cols 0..31), q (32..63), raw, transposed
@@ -571,22 +575,21 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                   bool zero_empty, cudaStream_t stream) {
+                   bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     constexpr bool tc = MODE != ScanMode::kFp32;
-    chunk_scan_kernel<K, NCOL, IN_BYTES, MODE>
-        <<<grid, 8 * NCOL, policy::cuda_scan_smem_bytes(K, NCOL, tc), stream>>>(
-            p, w, win0, win1, zero_empty ? 1 : 0);
-    return cudaGetLastError();
+    return launch_kernel(chunk_scan_kernel<K, NCOL, IN_BYTES, MODE>, grid, dim3(8 * NCOL),
+                         policy::cuda_scan_smem_bytes(K, NCOL, tc), stream, overlap, p, w, win0,
+                         win1, zero_empty ? 1 : 0);
 }
 
 // Every (K, NCOL) of one input element size and mode.
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, bool zero_empty, cudaStream_t stream) {
+                      int ncol, bool zero_empty, cudaStream_t stream, bool overlap) {
     return for_shape(p.K, ncol, [&](auto shape) {
         using S = decltype(shape);
-        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
     });
 }
 
@@ -605,7 +608,8 @@ cudaError_t set_attributes_in(size_t smem_limit) {
 // chunk_scan_tf32x3.cu (both input sizes each).
 #define GDN_SCAN_INSTANCES(EXTERN, IN_BYTES, MODE)                                                \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,     \
-                                                          int64_t, int64_t, int, bool, cudaStream_t); \
+                                                          int64_t, int64_t, int, bool, cudaStream_t, \
+                                                          bool);                                 \
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp32)
 GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp32)

@@ -175,6 +175,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     constexpr int LDV = kLdV<NCOL, IN_BYTES>;
     constexpr int NJ = K / 8;      // 8-wide tiles of Sᵀ's K columns
 
+    // The prep's rows and the state are read after the kernels ahead in the
+    // stream are done; the next window's prep may start now, on the SMs this
+    // grid leaves free (backend.cpp).
+    grid_dependency_wait();
+    allow_dependent_launch();
+
     extern __shared__ __align__(16) float smem[];
     unsigned char* const base = reinterpret_cast<unsigned char*>(smem);
     auto stage = [&](int s) { return base + s * St::kBytes; };
@@ -667,23 +673,25 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                   bool zero_empty, cudaStream_t stream) {
+                   bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
-    chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>
-        <<<grid, 2 * NCOL + 32 * (1 + kProducers), policy::cuda_scan_mma_smem_bytes(K, NCOL), stream>>>(
-            p, w, win0, win1, zero_empty ? 1 : 0);
-    return cudaGetLastError();
+    return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>, grid,
+                         dim3(2 * NCOL + 32 * (1 + kProducers)),
+                         policy::cuda_scan_mma_smem_bytes(K, NCOL), stream, overlap, p, w, win0,
+                         win1, zero_empty ? 1 : 0);
 }
 
 // The register-state scan is built for policy::kCudaScanMmaColumns columns
 // per block only (the width dispatch gives it), at K = 64 and 128.
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, bool zero_empty, cudaStream_t stream) {
+                      int ncol, bool zero_empty, cudaStream_t stream, bool overlap) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
     if (ncol != NCOL || p.V % NCOL != 0) return cudaErrorInvalidValue;
-    if (p.K == 64) return launch<64, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
-    if (p.K == 128) return launch<128, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream);
+    if (p.K == 64)
+        return launch<64, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
+    if (p.K == 128)
+        return launch<128, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
     return cudaErrorInvalidValue;
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "cuda/kernels.hpp"
 
@@ -187,6 +188,43 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
+}
+
+// ------------------------------------------- programmatic dependent launch
+//
+// The chunked path's kernels overlap across windows (backend.cpp): the next
+// window's prep runs on the SMs the scan leaves free. On sm_90 a kernel
+// launched with launch_kernel(..., overlap = true) may start before the
+// kernel ahead of it in the stream has finished; it must call
+// grid_dependency_wait() before it reads what that kernel wrote, and its
+// grid's completion implies the earlier one's only where one of its threads
+// has waited. allow_dependent_launch() lets the next kernel start before
+// this one ends. Below sm_90 both are no-ops and launches are ordinary.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, bool overlap, Args&&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1] = {};
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = overlap ? 1 : 0;
+    return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace gdn::cuda

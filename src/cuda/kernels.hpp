@@ -70,9 +70,13 @@ cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int t
 cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 
 // The chunked path, one window of tokens [window_start, window_end) (chunk
-// starts; a chunk may run up to 31 tokens past window_end).
+// starts; a chunk may run up to 31 tokens past window_end). `overlap`
+// (sm_90): launched as a programmatic dependent of the kernel ahead in the
+// stream (device_common.cuh), which backend.cpp's window loop sets for every
+// kernel of a call but its first: the next window's prep (into the other
+// half of a two-window scratch) runs beside this window's scan.
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, cudaStream_t stream);
+                              int64_t window_end, cudaStream_t stream, bool overlap);
 // How the scan computes its products. FP32 and TF32X3 (chunk_scan.cuh): the
 // two state products ([S0ᵀk̂; S0ᵀq̂] and the update Σ k̂ D2ᵀ) in that
 // arithmetic, the small in-chunk products in FP32. BF16 and FP16
@@ -87,9 +91,9 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, int ncol, ScanMode mode,
-                              bool zero_empty_sequences, cudaStream_t stream);
+                              bool zero_empty_sequences, cudaStream_t stream, bool overlap);
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
-                                  int64_t window_end, cudaStream_t stream);
+                                  int64_t window_end, cudaStream_t stream, bool overlap);
 
 // Raise the dynamic shared-memory limit of the chunked kernels on the current
 // device (those that fit `smem_limit`, the device's opt-in maximum). Called
