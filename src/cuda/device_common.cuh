@@ -189,6 +189,15 @@ __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
+// Waits until at most N of this thread's latest commit groups are pending
+// (every older group's copies are done): a pipeline keeps its newest N
+// groups in flight across the barrier that follows.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 
 // ------------------------------------------- programmatic dependent launch
 //
