@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/dispatch.hpp"
 #include "gdn/gdn.h"
 
 namespace {
@@ -583,6 +584,41 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     }
 }
 #endif
+
+TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it fits",
+          "[validation][dispatch]") {
+    namespace policy = gdn::policy;
+    // 64 columns: a stage of loaded rows is 35840 bytes at K = 128, 27648 at
+    // K = 64; two stages of operands 38432 / 30240.
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3) == 145952);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4) == 181792);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3) == 113184);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4) == 140832);
+    // A100 (166912 bytes opt-in): three stages at K = 128, four at K = 64.
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 166912) == 3);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 166912) == 4);
+    // H100 / H200 (232448): four.
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 232448) == 4);
+    // The edge: four exactly where they fit.
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 181792) == 4);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 181791) == 3);
+    // Three stages decide whether a card takes the path at all: 145952 bytes
+    // at K = 128 is enough, one byte less is not.
+    Fixture f;
+    gdn_problem_t p = engine_prompt(f.problem);
+    p.precision = GDN_PRECISION_BF16;
+    p.algorithm = GDN_ALGO_CHUNKED;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 145952, 233472);
+    REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, just.shared_mem_per_block_optin) == 3);
+    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 145951, 233472);
+    CHECK(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("145952 bytes of shared memory") != std::string::npos);
+}
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");

@@ -63,7 +63,10 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                            s.num_k_heads, int64_t(s.group) * s.head_dim_v,
                            int64_t(s.num_k_heads) * s.group * s.head_dim_v / 64,
                            caps.multiprocessor_count);
-    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol)
+    // The register-state scan runs with three stages of loaded rows, or four
+    // where they fit (policy::cuda_scan_mma_stages): three decide.
+    const int32_t stages = policy::kCudaScanMmaMinStages;
+    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));
     if (smem > caps.shared_mem_per_block_optin)

@@ -40,20 +40,29 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
                             2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
 // The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh): three
-// stages of the loaded rows (the chunk's k and q rows as 16-bit values in
-// rows of K + 8; T and P in rows of 36 floats, γβ and the q/k factors; v in
-// its own type, room for 32 rows of ncol + 4 four-byte values) and two of
-// the operands its producer warps build (−W as 16-bit rows of K + 8; Tβ and
-// P as 16-bit values and remainders in rows of 40; 68 floats of per-token
-// factors).
+// or four stages of the loaded rows (the chunk's k and q rows as 16-bit
+// values in rows of K + 8; T and P in rows of 36 floats, γβ and the q/k
+// factors; v in its own type, room for 32 rows of ncol + 4 four-byte values)
+// and two of the operands its producer warps build (−W as 16-bit rows of
+// K + 8; Tβ and P as 16-bit values and remainders in rows of 40; 68 floats of
+// per-token factors).
 constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol) {
     return 64 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 36 + 4 * 32 + 32 * size_t(ncol + 4));
 }
 constexpr size_t cuda_scan_mma_ops_bytes(int32_t K) {
     return 32 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * 68;
 }
-constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol) {
-    return 3 * cuda_scan_mma_stage_bytes(K, ncol) + 2 * cuda_scan_mma_ops_bytes(K);
+constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages) {
+    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol) + 2 * cuda_scan_mma_ops_bytes(K);
+}
+// The path needs three stages (145952 bytes at K = 128, 113184 at K = 64);
+// a fourth, where it fits the device's opt-in shared memory per block, gives
+// each chunk's loads two chunk steps instead of one (H100/H200: 181792
+// bytes at K = 128 of 232448; not the A100's 166912, which takes four at
+// K = 64 only, 140832 bytes).
+constexpr int32_t kCudaScanMmaMinStages = 3;
+constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin) {
+    return cuda_scan_mma_smem_bytes(K, ncol, 4) <= smem_per_block_optin ? 4 : kCudaScanMmaMinStages;
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads; every block walks every chunk, so the grid

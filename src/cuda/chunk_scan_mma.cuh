@@ -677,7 +677,7 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>, grid,
                          dim3(2 * NCOL + 32 * (1 + kProducers)),
-                         policy::cuda_scan_mma_smem_bytes(K, NCOL), stream, overlap, p, w, win0,
+                         policy::cuda_scan_mma_smem_bytes(K, NCOL, 3), stream, overlap, p, w, win0,
                          win1, zero_empty ? 1 : 0);
 }
 
@@ -701,10 +701,10 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     for (auto [kernel, bytes] :
          {std::pair<const void*, size_t>{
               reinterpret_cast<const void*>(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE>),
-              policy::cuda_scan_mma_smem_bytes(64, NCOL)},
+              policy::cuda_scan_mma_smem_bytes(64, NCOL, 3)},
           std::pair<const void*, size_t>{
               reinterpret_cast<const void*>(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE>),
-              policy::cuda_scan_mma_smem_bytes(128, NCOL)}})
+              policy::cuda_scan_mma_smem_bytes(128, NCOL, 3)}})
         if (const cudaError_t e = scan::raise_smem_limit(kernel, bytes, smem_limit)) return e;
     return cudaSuccess;
 }
