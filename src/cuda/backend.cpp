@@ -314,6 +314,11 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                                   caps.multiprocessor_count, use_scan_mma(mode));
     if (ncol == 0)
         return fail(GDN_ERROR_INTERNAL, "the CUDA chunked path was chosen but no scan grid fits");
+    // The register-state scan's stages of loaded rows: four where they fit
+    // the device's opt-in shared memory per block (ensure_device_setup raised
+    // the kernels' limits to what fits it), else three.
+    const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
+                                                    caps.shared_mem_per_block_optin);
     const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, workspace);
     // Window i's prep writes scratch half i % 2. In stream order: prep 0,
     // then per window i its scan, the prep of window i + 1, and the output
@@ -341,7 +346,8 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);
         const ChunkScratch& w = l.scratch[(a / l.window) % 2];
-        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, mode, a == 0, stream, overlap))
+        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, stages, mode, a == 0,
+                                           stream, overlap))
             return device_error("launching the CUDA chunk scan kernel", e);
         if (b < shape.num_tokens)
             if (gdn_status_t st = prep(b, overlap)) return st;

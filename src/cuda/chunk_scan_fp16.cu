@@ -2,6 +2,6 @@
 #include "cuda/chunk_scan_mma.cuh"
 
 namespace gdn::cuda::scan_mma {
-GDN_SCAN_INSTANCES(, 2, ScanMode::kFp16)
-GDN_SCAN_INSTANCES(, 4, ScanMode::kFp16)
+GDN_SCAN_MMA_INSTANCES(, 2, ScanMode::kFp16)
+GDN_SCAN_MMA_INSTANCES(, 4, ScanMode::kFp16)
 }  // namespace gdn::cuda::scan_mma

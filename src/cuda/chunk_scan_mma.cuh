@@ -22,10 +22,16 @@
 // The state never leaves the registers between a sequence's chunks.
 //
 // Warp specialisation, a block of NCOL / 16 compute warps, one loading warp
-// and kProducers producer warps, three stages of loaded rows and two of
-// operands: while the compute warps work on chunk i, the producers build
-// chunk i + 1's operands and the loading warp fills chunk i + 2's stage;
-// they meet at one barrier per chunk.
+// and kProducers producer warps, STAGES (3 or 4) stages of loaded rows and
+// two of operands: while the compute warps work on chunk i, the producers
+// build chunk i + 1's operands and the loading warp fills the stage of chunk
+// i + STAGES − 1; they meet at one barrier per chunk. With three stages a
+// chunk's copies must land within the chunk step that issues them (the
+// producers read them after the next barrier); with four they get two chunk
+// steps, chunk i + 3's copies staying in flight across the barrier (one
+// cp.async commit group per chunk). The fourth stage costs 35 KB of shared
+// memory at K = 128: it is taken where it fits the device's opt-in limit
+// (policy::cuda_scan_mma_stages; three are the path's minimum).
 // - The loading warp copies a chunk's k/q rows (16-bit, written by the prep,
 //   w.kq16), T and P rows, γ, β, the q/k factors and v (cp.async; v through
 //   registers, a chunk ahead, where its rows are not 16-byte aligned).
@@ -130,8 +136,9 @@ constexpr int kLdV = NCOL + (IN_BYTES == 4 ? 4 : 8);
 // the 8 rows of an ldmatrix 8x8 matrix in distinct banks.
 constexpr int kLd32 = 40;
 
-// One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes): the
-// chunk's k and q rows as 16-bit values, the prep's rows and v.
+// One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes; three or
+// four of them): the chunk's k and q rows as 16-bit values, the prep's rows
+// and v.
 template <int K, int NCOL>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
@@ -141,7 +148,8 @@ struct Stage {
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL)), "stage layout");
 };
-// One stage of the producers' operands (policy::cuda_scan_mma_ops_bytes):
+// One stage of the producers' operands (policy::cuda_scan_mma_ops_bytes; two
+// of them, whatever the loaded rows' stages):
 // −W = −T diag(β e^γ kf) k as 16-bit rows (rounded, like Sᵀ in the same
 // product), Tβ = T diag(β) and P as 16-bit values and remainders, and the
 // per-token factors of the compute warps.
@@ -160,11 +168,12 @@ struct Ops {
 // P on the other.
 constexpr int kProducers = 2;
 
-template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
 __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                           int zero_empty_sequences) {
     static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
+    static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
@@ -184,7 +193,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     extern __shared__ __align__(16) float smem[];
     unsigned char* const base = reinterpret_cast<unsigned char*>(smem);
     auto stage = [&](int s) { return base + s * St::kBytes; };
-    auto ops = [&](int s) { return base + 3 * St::kBytes + s * Op::kBytes; };
+    auto ops = [&](int s) { return base + STAGES * St::kBytes + s * Op::kBytes; };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -206,12 +215,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 
     Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
 
-    // Three stages of loaded rows, two of operands. While the compute warps
-    // work on chunk i (stage i % 3, operands i % 2), the producers build
-    // chunk i + 1's operands from stage (i + 1) % 3 and the loading warp
-    // fills stage (i + 2) % 3; all meet at one barrier per chunk. Two
-    // barriers before the first chunk: stage 0 loaded, then operands 0 built
-    // (and stage 1 loaded).
+    // STAGES stages of loaded rows, two of operands. While the compute warps
+    // work on chunk i (stage i % STAGES, operands i % 2), the producers build
+    // chunk i + 1's operands from stage (i + 1) % STAGES and the loading warp
+    // fills stage (i + STAGES − 1) % STAGES; all meet at one barrier per
+    // chunk. Two barriers before the first chunk: stage 0 loaded, then
+    // operands 0 built (and stage 1 loaded). Barrier j (j = 0, 1, ...; the
+    // compute warps' chunk j − 2 done) needs chunk j's stage complete, the
+    // producers' next; the chunks of the stages after it may still be in
+    // flight.
     if (warp == NW) {
         // ------------------------------------------------------------------
         // The loading warp: a chunk's k/q rows, prep rows and v (cp.async; v
@@ -315,41 +327,67 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             prefetch_l2(row + NCOL * IN_BYTES - 1);
         };
         if (cur.n < 0) return;
-        copy_rows(cur, stage(0));
-        if (!v_async) {
-            issue_v(cur);
-            store_v(stage(0));
-        }
-        cp_async_wait_all();
-        __syncthreads();
-        // Chunks i + 1 and i + 2 of the compute warps' chunk i.
-        Chunk c1 = next(cur);
-        if (c1.n >= 0) {
-            copy_rows(c1, stage(1));
-            if (!v_async) {
-                issue_v(c1);
-                store_v(stage(1));
+        // Before barrier j the loading warp copies chunk j + STAGES − 3 (one
+        // commit group per chunk) and waits for every group but the newest
+        // STAGES − 3: chunk j's copies are done, chunk j + 1's (four stages)
+        // stay in flight across the barrier. With four stages a chunk past
+        // the window's end commits an empty group, so that the newest group
+        // is always chunk j + 1's (three wait for every group). A stage's v
+        // through registers is stored with its copies, and the next chunk's
+        // loads are issued behind them (or its rows prefetched into L2).
+        //
+        // Chunk c into stage s; its v through registers issued here with
+        // issue (else already in vr).
+        auto copy_chunk = [&](const Chunk& c, int s, bool issue) {
+            if (c.n >= 0) {
+                copy_rows(c, stage(s));
+                if (!v_async) {
+                    if (issue) issue_v(c);
+                    store_v(stage(s));
+                }
+            } else if (STAGES > 3) {
+                cp_async_commit();
             }
-        }
-        Chunk c2 = next(c1);
-        if (c2.n >= 0 && !v_async) issue_v(c2);
-        if (v_async) prefetch_v(c2);
-        cp_async_wait_all();
-        __syncthreads();
-#pragma unroll 1
-        for (int s = 2; c1.n >= 0; s = s == 2 ? 0 : s + 1) {
-            // Stage s was last read before the previous barrier.
-            if (c2.n >= 0) {
-                copy_rows(c2, stage(s));
-                if (!v_async) store_v(stage(s));
+        };
+        auto wait_loaded = [] {
+            if constexpr (STAGES == 3)
+                cp_async_wait_all();
+            else
+                cp_async_wait_group<STAGES - 3>();
+        };
+        // Chunks 0 .. STAGES − 2 first, into stages 0 .. STAGES − 2, their v
+        // loaded and stored at once; the last of them before barrier 1, the
+        // others before barrier 0.
+        Chunk ch[STAGES - 2], cn = cur;  // cn: the chunk copied now, then the next one
+#pragma unroll
+        for (int i = 0; i < STAGES - 1; ++i) {
+            if (i > 0) ch[i - 1] = cn = next(cn);
+            copy_chunk(cn, i, true);
+            if (i < STAGES - 3) continue;
+            if (i == STAGES - 2) {
+                cn = next(cn);  // chunk STAGES − 1, copied by the loop's first step
+                if (cn.n >= 0 && !v_async) issue_v(cn);
+                if (v_async) prefetch_v(cn);
             }
-            const Chunk c3 = next(c2);
-            if (c3.n >= 0 && !v_async) issue_v(c3);
-            if (v_async) prefetch_v(c3);
-            cp_async_wait_all();
+            wait_loaded();
             __syncthreads();
-            c1 = c2;
-            c2 = c3;
+        }
+        // Barriers 2, 3, ...: before barrier j, ch[] holds chunks j − 1 (the
+        // producers' one: without it the loading warp is done) .. j + STAGES
+        // − 4, and cn is chunk j + STAGES − 3, copied into stage s.
+#pragma unroll 1
+        for (int s = STAGES - 1; ch[0].n >= 0; s = s == STAGES - 1 ? 0 : s + 1) {
+            // Stage s was last read (by the compute warps) before the previous barrier.
+            copy_chunk(cn, s, false);
+            const Chunk cf = next(cn);
+            if (cf.n >= 0 && !v_async) issue_v(cf);
+            if (v_async) prefetch_v(cf);
+            wait_loaded();
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < STAGES - 3; ++i) ch[i] = ch[i + 1];
+            ch[STAGES - 3] = cn;
+            cn = cf;
         }
         return;
     }
@@ -453,7 +491,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         __syncthreads();
         Chunk c1 = scan::next_chunk(p, cur, win0, win1);
 #pragma unroll 1
-        for (int s = 1, o = 1; c1.n >= 0; s = s == 2 ? 0 : s + 1, o ^= 1) {
+        for (int s = 1, o = 1; c1.n >= 0; s = s == STAGES - 1 ? 0 : s + 1, o ^= 1) {
             produce(c1, stage(s), ops(o));  // operands o were last read before the previous barrier
             __syncthreads();
             c1 = scan::next_chunk(p, c1, win0, win1);
@@ -534,9 +572,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     };
 
 #pragma unroll 1
-    for (int s3 = 0, o2 = 0;; s3 = s3 == 2 ? 0 : s3 + 1, o2 ^= 1) {
+    for (int si = 0, o2 = 0;; si = si == STAGES - 1 ? 0 : si + 1, o2 ^= 1) {
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
-        const unsigned char* sb = stage(s3);
+        const unsigned char* sb = stage(si);
         const unsigned char* ob = ops(o2);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
@@ -671,50 +709,61 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     }
 }
 
-template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
-    return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE>, grid,
+    return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES>, grid,
                          dim3(2 * NCOL + 32 * (1 + kProducers)),
-                         policy::cuda_scan_mma_smem_bytes(K, NCOL, 3), stream, overlap, p, w, win0,
-                         win1, zero_empty ? 1 : 0);
+                         policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES), stream, overlap, p, w,
+                         win0, win1, zero_empty ? 1 : 0);
 }
 
 // The register-state scan is built for policy::kCudaScanMmaColumns columns
-// per block only (the width dispatch gives it), at K = 64 and 128.
+// per block only (the width dispatch gives it), at K = 64 and 128, with 3 or
+// 4 stages of loaded rows (policy::cuda_scan_mma_stages: the caller's choice
+// for the device; set_attributes_in raised the limit of those that fit).
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, bool zero_empty, cudaStream_t stream, bool overlap) {
+                      int ncol, int stages, bool zero_empty, cudaStream_t stream,
+                      bool overlap) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
-    if (ncol != NCOL || p.V % NCOL != 0) return cudaErrorInvalidValue;
+    if (ncol != NCOL || p.V % NCOL != 0 || (stages != 3 && stages != 4)) return cudaErrorInvalidValue;
     if (p.K == 64)
-        return launch<64, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
+        return stages == 4 ? launch<64, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, zero_empty, stream, overlap)
+                           : launch<64, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, zero_empty, stream, overlap);
     if (p.K == 128)
-        return launch<128, NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
+        return stages == 4 ? launch<128, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, zero_empty, stream, overlap)
+                           : launch<128, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, zero_empty, stream, overlap);
     return cudaErrorInvalidValue;
 }
 
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
-    for (auto [kernel, bytes] :
-         {std::pair<const void*, size_t>{
-              reinterpret_cast<const void*>(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE>),
-              policy::cuda_scan_mma_smem_bytes(64, NCOL, 3)},
-          std::pair<const void*, size_t>{
-              reinterpret_cast<const void*>(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE>),
-              policy::cuda_scan_mma_smem_bytes(128, NCOL, 3)}})
+    auto entry = [](auto kernel, int K, int stages) {
+        return std::pair<const void*, size_t>{reinterpret_cast<const void*>(kernel),
+                                              policy::cuda_scan_mma_smem_bytes(K, NCOL, stages)};
+    };
+    for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3>, 64, 3),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4>, 64, 4),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3>, 128, 3),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4>, 128, 4)})
         if (const cudaError_t e = scan::raise_smem_limit(kernel, bytes, smem_limit)) return e;
     return cudaSuccess;
 }
 
-// Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu (chunk_scan.cuh's
-// macro: it names launch_in / set_attributes_in of the namespace it is used in).
-GDN_SCAN_INSTANCES(extern, 2, ScanMode::kBf16)
-GDN_SCAN_INSTANCES(extern, 4, ScanMode::kBf16)
-GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp16)
-GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp16)
+// Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu (launch_in takes
+// the stage count, which chunk_scan.cuh's GDN_SCAN_INSTANCES does not).
+#define GDN_SCAN_MMA_INSTANCES(EXTERN, IN_BYTES, MODE)                                              \
+    EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,      \
+                                                          int64_t, int64_t, int, int, bool,        \
+                                                          cudaStream_t, bool);                     \
+    EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
+GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16)
+GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kBf16)
+GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kFp16)
+GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kFp16)
 
 }  // namespace scan_mma
 }  // namespace gdn::cuda

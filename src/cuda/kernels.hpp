@@ -89,8 +89,10 @@ enum class ScanMode : int {
 };
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
+// `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
+// policy::cuda_scan_mma_stages, 3 or 4); the other modes ignore it.
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, ScanMode mode,
+                              int64_t window_end, int ncol, int stages, ScanMode mode,
                               bool zero_empty_sequences, cudaStream_t stream, bool overlap);
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
                                   int64_t window_end, cudaStream_t stream, bool overlap);
