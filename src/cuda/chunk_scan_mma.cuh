@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                 if (v_async) prefetch_v(cn);
             }
             wait_loaded();
-            __syncthreads();
+            block_barrier();
         }
         // Barriers 2, 3, ...: before barrier j, ch[] holds chunks j − 1 (the
         // producers' one: without it the loading warp is done) .. j + STAGES
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             if (cf.n >= 0 && !v_async) issue_v(cf);
             if (v_async) prefetch_v(cf);
             wait_loaded();
-            __syncthreads();
+            block_barrier();
 #pragma unroll
             for (int i = 0; i < STAGES - 3; ++i) ch[i] = ch[i + 1];
             ch[STAGES - 3] = cn;
@@ -486,14 +486,14 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             }
         };
         if (cur.n < 0) return;
-        __syncthreads();
+        block_barrier();
         produce(cur, stage(0), ops(0));
-        __syncthreads();
+        block_barrier();
         Chunk c1 = scan::next_chunk(p, cur, win0, win1);
 #pragma unroll 1
         for (int s = 1, o = 1; c1.n >= 0; s = s == STAGES - 1 ? 0 : s + 1, o ^= 1) {
             produce(c1, stage(s), ops(o));  // operands o were last read before the previous barrier
-            __syncthreads();
+            block_barrier();
             c1 = scan::next_chunk(p, c1, win0, win1);
         }
         return;
@@ -540,8 +540,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                 store_state(n, true);
     if (cur.n < 0) return;
     load_state(cur);
-    __syncthreads();
-    __syncthreads();
+    block_barrier();
+    block_barrier();
 
     const int ld_y = ld_n(LD), ld_y32 = ld_n(kLd32), ld_u = ld_k(LD);
     // v rows in the mode's 16-bit type are exact operands: no remainder product.
@@ -704,7 +704,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             if (nxt.n >= 0) load_state(nxt);
         }
         if (nxt.n < 0) break;
-        __syncthreads();  // the next stage is loaded and its operands built
+        block_barrier();  // the next stage is loaded and its operands built
         cur = nxt;
     }
 }

@@ -199,6 +199,18 @@ __device__ __forceinline__ void cp_async_wait_group() {
 #endif
 }
 
+// A barrier of the whole block for warp-specialised kernels, whose warp
+// roles reach it from different places in the code. __syncthreads() is the
+// aligned form (`barrier.sync.aligned 0`), which PTX allows only where every
+// thread of the block executes the same barrier instruction; this is the
+// unaligned form, for which each warp may arrive from its own code path
+// (sm_70 and later). Same memory ordering among the block's threads.
+__device__ __forceinline__ void block_barrier() {
+#if defined(__CUDA_ARCH__)
+    asm volatile("barrier.sync 0;\n" ::: "memory");
+#endif
+}
+
 // ------------------------------------------- programmatic dependent launch
 //
 // The chunked path's kernels overlap across windows (backend.cpp): the next
