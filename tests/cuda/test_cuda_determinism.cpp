@@ -5,8 +5,10 @@
 // state buffer unchanged at the end. The sequential kernel likewise.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
+#include "common/dispatch.hpp"
 #include "cuda_support.hpp"
 
 using namespace gdn_cuda_test;
@@ -110,4 +112,73 @@ TEST_CASE("tensor-core chunked path: 100 reruns give identical bits in every pre
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16);
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_TF32X3);
     check_reruns(GDN_ALGO_CHUNKED, 30, GDN_PRECISION_FP16);
+}
+
+// The pipelines' shape does not change the arithmetic: the BF16/FP16 scan
+// with four stages of loaded rows (taken where they fit, the H200) and with
+// three (caps whose opt-in shared memory only fits three), and windows
+// overlapped (sm_90) or one after another (caps that say sm_80), give the
+// same bits.
+TEST_CASE("the BF16/FP16 scan: three or four stages, overlapped windows or not, the same bits",
+          "[cuda][determinism][tc]") {
+    const gdn_caps_t caps = cuda_caps();
+    gdn_caps_t three = caps;  // fits three stages at K = 128, not four
+    three.shared_mem_per_block_optin =
+        std::min<size_t>(caps.shared_mem_per_block_optin,
+                         gdn::policy::cuda_scan_mma_smem_bytes(128, 64, 4) - 1);
+    gdn_caps_t serial = caps;  // no programmatic dependent launch: windows in turn
+    serial.compute_major = 8;
+    serial.compute_minor = 0;
+    std::printf("stages at K = 128: %d on this device, %d with the reduced caps; windows %s\n",
+                gdn::policy::cuda_scan_mma_stages(128, 64, caps.shared_mem_per_block_optin),
+                gdn::policy::cuda_scan_mma_stages(128, 64, three.shared_mem_per_block_optin),
+                caps.compute_major >= 9 ? "overlapped" : "in turn (below sm_90)");
+    std::vector<Spec> specs;
+    {
+        Spec s;  // three windows, varlen with a padding slot, the output-norm pass
+        s.seq_lens = {5000, 300};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
+        s.state_indices = {1, -1};
+        s.num_state_slots = 2;
+        specs.push_back(s);
+    }
+    {
+        Spec s;  // f32 inputs, K = 64, five windows, a short second sequence
+        s.seq_lens = {8192 + 5, 40};
+        s.hk = 2, s.hv = 4, s.k = 64, s.v = 128;
+        s.seed = 21;
+        specs.push_back(s);
+    }
+    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_FP16})
+        for (Spec s : specs) {
+            s.algorithm = GDN_ALGO_CHUNKED;
+            s.precision = precision;
+            Problem p(s);
+            DeviceProblem d(p);
+            std::vector<unsigned char> out0, state0;
+            const gdn_caps_t* all[] = {&caps, &three, &serial};
+            for (int i = 0; i < 3; ++i) {
+                const gdn_caps_t& c = *all[i];
+                DeviceWorkspace ws;
+                REQUIRE(ws.size_for(c, p.problem) == GDN_SUCCESS);
+                ws.fill_nan();
+                d.reset_state();
+                d.fill_out_nan();
+                const gdn_status_t st = run(d, p.problem, c, ws);
+                INFO("precision " << int(precision) << ", T = " << p.T << ", caps " << i << ": "
+                                  << gdn_last_error());
+                REQUIRE(st == GDN_SUCCESS);
+                if (i == 0) {
+                    out0 = d.out.bytes();
+                    state0 = d.state.bytes();
+                    continue;
+                }
+                CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+                CHECK(same_bits(d.state.bytes(), state0, "state") == "");
+                CHECK(ws.buf.guard_damage("workspace") == "");
+            }
+            CHECK(d.guard_damage() == "");
+        }
 }
