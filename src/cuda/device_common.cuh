@@ -245,7 +245,11 @@ cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, 
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
     config.numAttrs = overlap ? 1 : 0;
-    return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    // Consumed, as `kernel<<<...>>>(); cudaGetLastError()` did: the failure is
+    // this call's, reported once, not left pending for the caller's next call.
+    const cudaError_t last = cudaGetLastError();
+    return e != cudaSuccess ? e : last;
 }
 
 }  // namespace gdn::cuda
