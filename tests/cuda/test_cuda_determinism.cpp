@@ -116,9 +116,10 @@ TEST_CASE("tensor-core chunked path: 100 reruns give identical bits in every pre
 
 // The pipelines' shape does not change the arithmetic: the BF16/FP16 scan
 // with four stages of loaded rows (taken where they fit, the H200) and with
-// three (caps whose opt-in shared memory only fits three), and windows
-// overlapped (sm_90) or one after another (caps that say sm_80), give the
-// same bits.
+// three (caps whose opt-in shared memory fits three at K = 128, not four; at
+// K = 64 four still fit them, so that spec compares four with four), and
+// windows overlapped (sm_90) or one after another (caps that say sm_80),
+// give the same bits.
 TEST_CASE("the BF16/FP16 scan: three or four stages, overlapped windows or not, the same bits",
           "[cuda][determinism][tc]") {
     const gdn_caps_t caps = cuda_caps();
