@@ -163,23 +163,30 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
 }
 
 // Device-side contents, in GDN_FLAG_VALIDATE mode only: copies the arrays to
-// the host (synchronising the stream) and checks them.
+// the host (synchronising the stream) and checks them. A refused copy or
+// synchronisation (e.g. on a capturing stream) is reported and its error
+// consumed, as a refused launch's is (launch_kernel), so that the caller's
+// next call does not find it pending.
 gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, cudaStream_t stream) {
+    auto refused = [](const char* what, cudaError_t e) {
+        cudaGetLastError();
+        return device_error(what, e);
+    };
     std::vector<int32_t> cu, idx;
     if (t.cu_seqlens) {
         cu.resize(size_t(s.num_seqs) + 1);
         if (cudaError_t e = cudaMemcpyAsync(cu.data(), t.cu_seqlens, cu.size() * 4,
                                             cudaMemcpyDeviceToHost, stream))
-            return device_error("GDN_FLAG_VALIDATE: copying tensors.cu_seqlens", e);
+            return refused("GDN_FLAG_VALIDATE: copying tensors.cu_seqlens", e);
     }
     if (t.state_indices) {
         idx.resize(size_t(s.num_seqs));
         if (cudaError_t e = cudaMemcpyAsync(idx.data(), t.state_indices, idx.size() * 4,
                                             cudaMemcpyDeviceToHost, stream))
-            return device_error("GDN_FLAG_VALIDATE: copying tensors.state_indices", e);
+            return refused("GDN_FLAG_VALIDATE: copying tensors.state_indices", e);
     }
     if (cudaError_t e = cudaStreamSynchronize(stream))
-        return device_error("GDN_FLAG_VALIDATE: synchronising the stream", e);
+        return refused("GDN_FLAG_VALIDATE: synchronising the stream", e);
     return check_sequence_arrays(s, t.cu_seqlens ? cu.data() : nullptr,
                                  t.state_indices ? idx.data() : nullptr);
 }
