@@ -507,11 +507,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     float S[NJ][4];
     // Element (K row 8j + 2tq + (e & 1), column c0 + 8 (e >> 1)) of a head's
     // state is at st_at + j·st_j + (e & 1)·st_1 + (e >> 1)·st_8 (32-bit: a
-    // head's K·V is checked to fit).
+    // head's K·V is checked to fit). Unsigned, so that an address needs no
+    // sign extension: the compiler keeps these offsets in registers across
+    // the chunk loop, where K = 128 is at the register limit.
     const int32_t st_at = p.state_kv ? 2 * tq * p.V + c0 : c0 * p.K + 2 * tq;
     const int32_t st_j = p.state_kv ? 8 * p.V : 8, st_1 = p.state_kv ? p.V : 1;
     const int32_t st_8 = p.state_kv ? 8 : 8 * p.K;
-    auto state_at = [&](int j, int e) { return st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8; };
+    auto state_at = [&](int j, int e) {
+        return uint32_t(st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8);
+    };
     auto load_state = [&](const Chunk& c) {
         // A sequence's first chunk may start from zero; later windows read
         // back what the previous one wrote.
