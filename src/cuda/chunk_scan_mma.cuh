@@ -46,6 +46,8 @@
 // Accumulation and the state are FP32.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/chunk_scan.cuh"
 
 namespace gdn::cuda {
@@ -244,52 +246,79 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             v_off[m] = int64_t(h) * p.v_head + v0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
         const float* tp_head = w.TP + int64_t(h) * w.rows * 64;
         const float* gb_head = w.gb + int64_t(h) * w.rows * 2;
+        // A chunk's rows, in 16-byte pieces (8 for γβ and the q/k factors);
+        // zeros past the chunk's end. Lane l copies pieces l % P of tokens
+        // l / P + i·32 / P (P pieces per token row): for a full chunk (every
+        // chunk but a sequence's last) each array's copies are then at
+        // compile-time offsets from one address per lane, which the copy
+        // instructions take as immediates (~2 instructions per copy instead
+        // of ~19 with a predicate and an address each); a short chunk takes
+        // each copy's predicate (the zero fill). The lane's part of each
+        // address is set once; a chunk adds its first row.
+        constexpr int PKQ = K / 8, TKQ = 32 / PKQ;             // k/q: pieces per row, tokens per step
+        constexpr int PV = NCOL * IN_BYTES / 16, TV = 32 / PV;  // v: likewise
+        static_assert(32 % PKQ == 0 && 32 % PV == 0, "whole token rows per warp-wide step");
+        const int r_kq = lane / PKQ, r_tp = lane >> 4, r_v = lane / PV;
+        const uint16_t* const kq_lane = w.kq16 + (int64_t(kh) * w.rows + r_kq) * 2 * K + (lane % PKQ) * 8;
+        const int tp_piece = lane & 15;
+        const float* const tp_lane = tp_head + r_tp * 64 + tp_piece * 4;
+        const int tp_dst = (tp_piece < 8 ? St::kT : St::kP) + (tp_piece & 7) * 4 + r_tp * kLdTP;
+        const float* const gb_lane = gb_head + lane * 2;
+        const float* const qkf_lane = w.qkf + (int64_t(kh) * w.rows + lane) * 2;
+        const unsigned char* const v_lane =
+            reinterpret_cast<const unsigned char*>(v_in + r_v * p.v_tok + int64_t(h) * p.v_head + v0) +
+            (lane % PV) * 16;
+        const int64_t v_step = int64_t(TV) * p.v_tok * IN_BYTES;  // bytes between a lane's v copies
         auto copy_rows = [&](const Chunk& c, unsigned char* sb) {
-            const int64_t row0 = c.cs - win0;
-            // k/q rows: 64 rows of K/8 16-byte pieces.
-            {
-                constexpr int PIECES = K / 8;
-                const uint16_t* src0 = w.kq16 + (int64_t(kh) * w.rows + row0) * 2 * K;
-                uint16_t* dst0 = reinterpret_cast<uint16_t*>(sb + St::kKQ);
-#pragma unroll 8
-                for (int it = 0; it < 2 * PIECES; ++it) {
-                    const int e = lane + 32 * it;
-                    const int row = e / PIECES, pc = e % PIECES;  // k tokens 0..31, q tokens 32..63
-                    const int t = row % 32;
-                    cp_async16(dst0 + row * LD + pc * 8,
-                               t < c.L ? src0 + (2 * t + row / 32) * K + pc * 8 : w.kq16,
-                               t < c.L ? 16 : 0);
-                }
-            }
-            // T and P rows (16 pieces of 4 floats per token: 8 of T, 8 of P),
-            // γ, β, qf, kf; zeros past the chunk's end.
-            float* pb = reinterpret_cast<float*>(sb + St::kPrep);
-            {
-                const int piece = lane & 15;
-                const float* src = tp_head + row0 * 64 + piece * 4;
-                float* dst = pb + (piece < 8 ? St::kT : St::kP) + (piece & 7) * 4;
-#pragma unroll 4
-                for (int t = lane >> 4; t < 32; t += 2)
-                    cp_async16(dst + t * kLdTP, t < c.L ? src + t * 64 : w.TP, t < c.L ? 16 : 0);
-                cp_async8(pb + St::kGB + lane * 2,
-                          lane < c.L ? gb_head + (row0 + lane) * 2 : w.gb, lane < c.L ? 8 : 0);
-            }
-            cp_async8(pb + St::kQKF + lane * 2,
-                      lane < c.L ? w.qkf + (int64_t(kh) * w.rows + row0 + lane) * 2 : w.qkf,
-                      lane < c.L ? 8 : 0);
-            // v rows as they are (16-byte pieces), where they are aligned.
-            if (v_async) {
-                constexpr int PR = NCOL * IN_BYTES / 16;  // pieces per token
-                const unsigned char* src = reinterpret_cast<const unsigned char*>(v_in + int64_t(h) * p.v_head + v0);
-                unsigned char* dst = sb + St::kV;
+            auto rows = [&](auto full) {
+                constexpr bool FULL = decltype(full)::value;
+                const int L = c.L;
+                const int64_t row0 = c.cs - win0;
+                // k/q rows: k rows 0..31, q rows 32..63 of the stage.
+                {
+                    const uint16_t* src = kq_lane + row0 * 2 * K;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + St::kKQ) + r_kq * LD + (lane % PKQ) * 8;
 #pragma unroll
-                for (int it = 0; it < PR; ++it) {
-                    const int e = lane + 32 * it, t = e / PR, pc = e % PR;
-                    cp_async16(dst + t * (LDV * IN_BYTES) + pc * 16,
-                               t < c.L ? src + ((c.cs + t) * p.v_tok) * IN_BYTES + pc * 16 : p.v,
-                               t < c.L ? 16 : 0);
+                    for (int i = 0; i < PKQ; ++i) {
+                        const bool ok = FULL || r_kq + TKQ * i < L;
+                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * 2 * K : w.kq16, ok ? 16 : 0);
+                        cp_async16(dst + (32 + TKQ * i) * LD, ok ? src + (TKQ * i * 2 + 1) * K : w.kq16,
+                                   ok ? 16 : 0);
+                    }
                 }
-            }
+                // T and P rows: 16 pieces per token (8 of T, 8 of P).
+                float* pb = reinterpret_cast<float*>(sb + St::kPrep);
+                {
+                    const float* src = tp_lane + row0 * 64;
+#pragma unroll
+                    for (int i = 0; i < 16; ++i) {
+                        const bool ok = FULL || r_tp + 2 * i < L;
+                        cp_async16(pb + tp_dst + 2 * i * kLdTP, ok ? src + 2 * i * 64 : w.TP, ok ? 16 : 0);
+                    }
+                }
+                // γ, β, qf, kf.
+                {
+                    const bool ok = FULL || lane < L;
+                    cp_async8(pb + St::kGB + lane * 2, ok ? gb_lane + row0 * 2 : w.gb, ok ? 8 : 0);
+                    cp_async8(pb + St::kQKF + lane * 2, ok ? qkf_lane + row0 * 2 : w.qkf, ok ? 8 : 0);
+                }
+                // v rows as they are, where they are 16-byte aligned (their
+                // token stride is not a constant: one address add per copy).
+                if (v_async) {
+                    const unsigned char* src = v_lane + c.cs * p.v_tok * IN_BYTES;
+                    unsigned char* dst = sb + St::kV + r_v * (LDV * IN_BYTES) + (lane % PV) * 16;
+#pragma unroll
+                    for (int i = 0; i < PV; ++i) {
+                        const bool ok = FULL || r_v + TV * i < L;
+                        cp_async16(dst + TV * i * (LDV * IN_BYTES), ok ? src : p.v, ok ? 16 : 0);
+                        src += v_step;
+                    }
+                }
+            };
+            if (c.L == kChunk)
+                rows(std::true_type{});
+            else
+                rows(std::false_type{});
             cp_async_commit();
         };
         // v of a chunk: issued into vr, stored (converted) later.
