@@ -35,13 +35,14 @@
 // - The loading warp copies a chunk's k/q rows (16-bit, written by the prep,
 //   w.kq16), T and P rows, γ, β, the q/k factors and v (cp.async; v through
 //   registers, a chunk ahead, where its rows are not 16-byte aligned).
-// - The producers build −W (mma: A = −T diag(β e^γ kf) as 16-bit values and
-//   remainders, B = the raw k rows, exact), Tβ and P as 16-bit values and
+// - The producers build −W (mma: A = −T diag(β e^γ kf) rounded to 16 bits,
+//   B = the raw k rows, exact), Tβ and P as 16-bit values and
 //   remainders, and the per-token factors; the compute warps take no
 //   exponentials and split no T/P rows.
 //
 // Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type), Sᵀ
-// and W in Dᵀ, D2ᵀ in the update, v where it is not of the mode's type;
+// and W in Dᵀ (and −T diag(β e^γ kf) in W's product), D2ᵀ in the update, v
+// where it is not of the mode's type;
 // Tβ, P and Dᵀ are split into a 16-bit value and its 16-bit remainder.
 // Accumulation and the state are FP32.
 #pragma once
@@ -425,8 +426,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         // ------------------------------------------------------------------
         // The producers: a chunk's operands from its loaded stage. Producer
         // pw builds −W's columns [pw K / 2, (pw + 1) K / 2) (mma: A = −T
-        // diag(s) as 16-bit values and remainders, B = the raw k rows, exact),
-        // producer 0 Tβ and the factors, producer 1 P.
+        // diag(s) rounded to 16 bits, B = the raw k rows, exact), producer 0
+        // Tβ and the factors, producer 1 P.
         const int pw = warp - NW - 1;
         auto produce = [&](const Chunk& c, const unsigned char* sb, unsigned char* ob) {
             const int L = c.L;
@@ -462,8 +463,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                 }
             }
             // −W = −T diag(s) k: A from T's rows (m-tile mt: tokens 16 mt..,
-            // step ks: tokens 16 ks..; the upper right block is zero).
-            uint32_t ah[2][2][4], al[2][2][4];
+            // step ks: tokens 16 ks..; the upper right block is zero), rounded
+            // to 16 bits like W itself (no remainder product: W is rounded to
+            // 16 bits after the product anyway; perf-notes v12).
+            uint32_t ah[2][2][4];
 #pragma unroll
             for (int ks = 0; ks < 2; ++ks) {
                 const int i0 = 16 * ks + 2 * tq;
@@ -479,10 +482,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                     const float2 x01 = *reinterpret_cast<const float2*>(r0 + 8);
                     const float2 x10 = *reinterpret_cast<const float2*>(r1);
                     const float2 x11 = *reinterpret_cast<const float2*>(r1 + 8);
-                    ah[mt][ks][0] = pack_split<MODE>(x00.x * s0, x00.y * s1, &al[mt][ks][0]);
-                    ah[mt][ks][1] = pack_split<MODE>(x10.x * s0, x10.y * s1, &al[mt][ks][1]);
-                    ah[mt][ks][2] = pack_split<MODE>(x01.x * s8, x01.y * s9, &al[mt][ks][2]);
-                    ah[mt][ks][3] = pack_split<MODE>(x11.x * s8, x11.y * s9, &al[mt][ks][3]);
+                    ah[mt][ks][0] = mma::pack2<MODE>(x00.x * s0, x00.y * s1);
+                    ah[mt][ks][1] = mma::pack2<MODE>(x10.x * s0, x10.y * s1);
+                    ah[mt][ks][2] = mma::pack2<MODE>(x01.x * s8, x01.y * s9);
+                    ah[mt][ks][3] = mma::pack2<MODE>(x11.x * s8, x11.y * s9);
                 }
             }
             uint32_t* wh = reinterpret_cast<uint32_t*>(ob + Op::kW);
@@ -497,9 +500,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                     mma::ldmatrix_x4<true>(r, kq + ldk + 16 * ks * LD + col0);
 #pragma unroll
                     for (int mt = ks; mt < 2; ++mt) {
-                        mma::mma16<MODE>(acc[mt][0], al[mt][ks], {r[0], r[1]});
                         mma::mma16<MODE>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
-                        mma::mma16<MODE>(acc[mt][1], al[mt][ks], {r[2], r[3]});
                         mma::mma16<MODE>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
                     }
                 }
