@@ -161,6 +161,12 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
         __syncthreads();
 
+        // Below sm_90 (unchanged there), at K = 128 with one-token tiles,
+        // ptxas spilled 20-96 bytes at its 128-register choice unless this
+        // loop is unrolled by 2 (the tokens stay in order: the same sums).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#pragma unroll (KT == 128 && TT == 1 ? 2 : 1)
+#endif
         for (int t = 0; t < tl; ++t) {
             const float4* k4 = reinterpret_cast<const float4*>(k_s[t]);
             const float4* q4 = reinterpret_cast<const float4*>(q_s[t]);
@@ -236,9 +242,19 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
 // the sequential kernel's (tests/cuda/test_cuda_batch.cpp checks it).
 // Blocks per SM the launch bounds ask for: 7 of 128 threads (72 registers,
 // 28 warps per SM); 12 of 64 (80 registers: 72 would spill); 2 of 256 and 1
-// of 512 (the output norm: fewer would spill).
-constexpr int decode_min_blocks(int bc) {
-    return bc == 32 ? 7 : bc == 16 ? 12 : bc == 64 ? 2 : 1;
+// of 512 (the output norm: fewer would spill). Below sm_90, 6 of 128 (80
+// registers) at K = 128 where V is not a compile-time 128 (vt = 0): at 72,
+// ptxas spilled 8-16 bytes there. (The host assumes no figure: one block per
+// item.)
+constexpr int decode_min_blocks(int bc, int kt, int vt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    const int b32 = kt == 128 && vt == 0 ? 6 : 7;
+#else
+    const int b32 = 7;
+    (void)kt;
+    (void)vt;
+#endif
+    return bc == 32 ? b32 : bc == 16 ? 12 : bc == 64 ? 2 : 1;
 }
 // The per-token steps the two decode kernels share (decode_kernel and
 // decode_stream_kernel give the same bits: the same expressions, inlined).
@@ -310,7 +326,7 @@ __device__ __forceinline__ void decode_update(float (&S)[4 * J], const float* k_
 }
 
 template <int KT, int BC, int VT>
-__global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC)) decode_kernel(const Params p) {
+__global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) decode_kernel(const Params p) {
     constexpr int NT = BC * kSplit;
     constexpr int J = KT / (4 * kSplit);  // float4 groups of rows per part
     constexpr int R = 4 * J;              // state rows per thread
