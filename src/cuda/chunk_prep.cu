@@ -10,6 +10,7 @@
 // window, so chunks of different sequences never share a row.
 #include "common/dispatch.hpp"
 #include "cuda/device_common.cuh"
+#include "cuda/mma.cuh"
 
 namespace gdn::cuda {
 
@@ -20,16 +21,44 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = policy::kCudaChunk;
 static_assert(kChunk == 32, "one lane per token of a chunk");
 
-template <int K>
+// k̂·k̂ and q̂·k̂ (GRAM): FP32 FMAs of the scaled rows in the FP32 and TF32X3
+// modes (ScanMode::kFp32); in the BF16 and FP16 modes, whose scan takes k and
+// q as 16-bit operands anyway, mma.sync of the raw rows as 16-bit operands of
+// that type (ScanMode::kBf16 / kFp16), scaled by the q/k factors after the
+// sum. Their products are exact in FP32; rows of another input type are each
+// a 16-bit value and its 16-bit remainder (three products: ~2^-16 relative).
+template <ScanMode GRAM>
+constexpr bool kMmaGram = GRAM == ScanMode::kBf16 || GRAM == ScanMode::kFp16;
+
+// The shared-memory layout of prep_chunk, as the policy sizes it.
+constexpr size_t prep_smem_bytes(int K) {
+    return sizeof(float) * (64 * size_t(K + 8) + 2 * 32 * 33 + kWarps * 32 * 32 + 64);
+}
+static_assert(prep_smem_bytes(64) == policy::cuda_prep_smem_bytes(64) &&
+                  prep_smem_bytes(128) == policy::cuda_prep_smem_bytes(128),
+              "prep shared-memory layout");
+
+// Loads at constant offsets from one row address (IN_BYTES: the input's
+// element width; bf16 and f16 are told apart at conversion).
+template <int K, int IN_BYTES, ScanMode GRAM>
 __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, int64_t cs,
                            int64_t row0, int L, float* smem) {
-    constexpr int LD = K + 4;
-    float* q_s = smem;               // [32][LD] q̂ rows
-    float* k_s = q_s + 32 * LD;      // [32][LD] k̂ rows
-    float* kk_s = k_s + 32 * LD;     // [32][33] k̂_t·k̂_i
-    float* qk_s = kk_s + 32 * 33;    // [32][33] q̂_t·k̂_i
-    float* a_all = qk_s + 32 * 33;   // [kWarps][32][32] A of the warp's value head
+    using In = typename Raw<IN_BYTES>::type;
+    constexpr bool MMA = kMmaGram<GRAM>;
+    // The rows (policy::cuda_prep_smem_bytes): FP32 q̂, k̂ rows of K + 4, or
+    // (MMA) the raw 16-bit k and q rows and their remainders in rows of K + 8
+    // (the 8 rows of an ldmatrix 8x8 matrix in distinct banks).
+    constexpr int LD = K + 4, LD16 = K + 8;
+    float* q_s = smem;                           // [32][LD] q̂ rows
+    float* k_s = q_s + 32 * LD;                  // [32][LD] k̂ rows
+    uint16_t* r16 = reinterpret_cast<uint16_t*>(smem);  // [4][32][LD16]: k, q, k rem., q rem.
+    float* kk_s = smem + 64 * LD16;              // [32][33] k̂_t·k̂_i
+    float* qk_s = kk_s + 32 * 33;                // [32][33] q̂_t·k̂_i
+    float* a_all = qk_s + 32 * 33;               // [kWarps][32][32] A of the warp's value head
+    float* f_s = a_all + kWarps * 32 * 32;       // [32][2] qf, kf (MMA)
+    static_assert(64 * LD16 >= 2 * 32 * LD, "the rows' region holds either form");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
 
     // A value head's work is two tasks: task 2gi (A, T, γ, β) and task 2gi+1
     // (P), so G = 3 keeps 6 warps busy instead of 3. kWarps is even: a warp
@@ -53,17 +82,17 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // flight at once.
     constexpr int RW = 32 / kWarps, J = K / 32;
     static_assert(RW * kWarps == 32 && J * 32 == K, "whole rows per warp");
-    uint32_t qb[RW][J], kb[RW][J];
+    In qb[RW][J], kb[RW][J];
 #pragma unroll
     for (int m = 0; m < RW; ++m) {
         const int t = warp + kWarps * m;
         const bool ok = t < L;
-        const int64_t q0 = (cs + t) * p.q_tok + kh * p.q_head + lane;
-        const int64_t k0 = (cs + t) * p.k_tok + kh * p.k_head + lane;
+        const In* qr = static_cast<const In*>(p.q) + ((cs + t) * p.q_tok + kh * p.q_head + lane);
+        const In* kr = static_cast<const In*>(p.k) + ((cs + t) * p.k_tok + kh * p.k_head + lane);
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            qb[m][j] = ok ? load_bits(p.q, p.in_dt, q0 + 32 * j) : 0u;
-            kb[m][j] = ok ? load_bits(p.k, p.in_dt, k0 + 32 * j) : 0u;
+            qb[m][j] = ok ? __ldg(qr + 32 * j) : In(0);
+            kb[m][j] = ok ? __ldg(kr + 32 * j) : In(0);
         }
     }
     __syncthreads();  // a previous chunk of this tile is done with the buffers
@@ -71,26 +100,43 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // From the registers: the raw rows as 16-bit operands for the
     // register-state scan (tokens of this chunk only: the rows past L are the
     // next sequence's), the factors q̂ = qf·q, k̂ = kf·k (the scan applies the
-    // same factors to its raw rows), and the scaled rows into shared memory.
+    // same factors to its raw rows), and the rows into shared memory: scaled
+    // (FP32 FMAs) or raw 16-bit values and remainders (MMA).
     auto to16 = [&](float x) -> uint16_t {
-        return w.kq16_fp16 ? __half_as_ushort(__float2half_rn(x))
-                           : __bfloat16_as_ushort(__float2bfloat16_rn(x));
+        if constexpr (GRAM == ScanMode::kFp16) return __half_as_ushort(__float2half_rn(x));
+        else return __bfloat16_as_ushort(__float2bfloat16_rn(x));
     };
+    auto from16 = [&](uint16_t x) -> float {
+        if constexpr (GRAM == ScanMode::kFp16) return __half2float(__ushort_as_half(x));
+        else return __uint_as_float(uint32_t(x) << 16);
+    };
+    // Inputs of the mode's 16-bit type are exact operands: no remainders.
+    const bool exact = (GRAM == ScanMode::kBf16 && p.in_dt == GDN_DTYPE_BF16) ||
+                       (GRAM == ScanMode::kFp16 && p.in_dt == GDN_DTYPE_F16);
 #pragma unroll
     for (int m = 0; m < RW; ++m) {
         const int t = warp + kWarps * m;
         float qx[J], kx[J];
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            qx[j] = bits_to_float(qb[m][j], p.in_dt);
-            kx[j] = bits_to_float(kb[m][j], p.in_dt);
+            qx[j] = Raw<IN_BYTES>::to_float(qb[m][j], bf16_in);
+            kx[j] = Raw<IN_BYTES>::to_float(kb[m][j], bf16_in);
         }
-        if (w.kq16 && t < L) {
+        if constexpr (MMA) {
             uint16_t* dst = w.kq16 + ((int64_t(kh) * w.rows + row0 + t) * 2) * K + lane;
 #pragma unroll
             for (int j = 0; j < J; ++j) {
-                dst[32 * j] = to16(kx[j]);
-                dst[K + 32 * j] = to16(qx[j]);
+                const uint16_t kh16 = to16(kx[j]), qh16 = to16(qx[j]);
+                if (t < L) {
+                    dst[32 * j] = kh16;
+                    dst[K + 32 * j] = qh16;
+                }
+                r16[t * LD16 + lane + 32 * j] = kh16;
+                r16[(32 + t) * LD16 + lane + 32 * j] = qh16;
+                if (!exact) {
+                    r16[(64 + t) * LD16 + lane + 32 * j] = to16(kx[j] - from16(kh16));
+                    r16[(96 + t) * LD16 + lane + 32 * j] = to16(qx[j] - from16(qh16));
+                }
             }
         }
         float qq = 0.0f, kk = 0.0f;
@@ -104,10 +150,14 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             kk = warp_sum(kk);
         }
         const float qf = q_factor(p, qq), kf = k_factor(p, kk);
+        if constexpr (MMA) {
+            if (lane == 0) f_s[2 * t] = qf, f_s[2 * t + 1] = kf;
+        } else {
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            q_s[t * LD + lane + 32 * j] = qx[j] * qf;
-            k_s[t * LD + lane + 32 * j] = kx[j] * kf;
+            for (int j = 0; j < J; ++j) {
+                q_s[t * LD + lane + 32 * j] = qx[j] * qf;
+                k_s[t * LD + lane + 32 * j] = kx[j] * kf;
+            }
         }
         if (lane == 0 && t < L) {
             float* f = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
@@ -117,13 +167,56 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     }
     __syncthreads();
 
-    // k̂_t·k̂_i and q̂_t·k̂_i: a 2x2 tile of each per thread, for the 136 tiles on
+    if constexpr (MMA) {
+        // k·k and q·k of the raw rows: warp 3 m + b (m = 0: k·k, 1: q·k) the
+        // 16x16 block b of the lower triangle ((0, 0), (1, 0), (1, 1)), K / 16
+        // steps of two m16n8k16 (remainder products first, then the values),
+        // scaled by the factors after the sum. The upper triangle is never read.
+        if (warp < 6) {
+            const int mat = warp / 3, blk = warp % 3;
+            const int bm = blk == 0 ? 0 : 1, bn = blk == 2 ? 1 : 0;
+            const int g = lane >> 2, tq = lane & 3;
+            // ldmatrix row addresses: A from rows t (k or q), B from rows i (k).
+            const uint16_t* a_row = r16 + (32 * mat + 16 * bm + (lane & 15)) * LD16 + (lane >> 4) * 8;
+            const uint16_t* b_row =
+                r16 + (16 * bn + (lane >> 4) * 8 + (lane & 7)) * LD16 + ((lane >> 3) & 1) * 8;
+            float acc[2][4] = {};
+#pragma unroll
+            for (int s = 0; s < K / 16; ++s) {
+                uint32_t a[4], b[4];
+                mma::ldmatrix_x4<false>(a, a_row + 16 * s);
+                mma::ldmatrix_x4<false>(b, b_row + 16 * s);
+                if (!exact) {
+                    uint32_t al[4], bl[4];
+                    mma::ldmatrix_x4<false>(al, a_row + 64 * LD16 + 16 * s);
+                    mma::ldmatrix_x4<false>(bl, b_row + 64 * LD16 + 16 * s);
+                    mma::mma16<GRAM>(acc[0], al, {b[0], b[1]});
+                    mma::mma16<GRAM>(acc[1], al, {b[2], b[3]});
+                    mma::mma16<GRAM>(acc[0], a, {bl[0], bl[1]});
+                    mma::mma16<GRAM>(acc[1], a, {bl[2], bl[3]});
+                }
+                mma::mma16<GRAM>(acc[0], a, {b[0], b[1]});
+                mma::mma16<GRAM>(acc[1], a, {b[2], b[3]});
+            }
+            float* dst = mat == 0 ? kk_s : qk_s;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int t = 16 * bm + g + 8 * (e >> 1), i = 16 * bn + 8 * nt + 2 * tq + (e & 1);
+                    dst[t * 33 + i] = acc[nt][e] * f_s[2 * t + 1 - mat] * f_s[2 * i + 1];
+                }
+        }
+        __syncthreads();
+    }
+
+    // k̂_t·k̂_i and q̂_t·k̂_i (FP32 FMAs): a 2x2 tile of each per thread, for the 136 tiles on
     // or below the diagonal only, packed onto the first threads so that no
     // warp carries idle lanes through the loop (the upper triangle is never
     // read).
     constexpr int kTiles = 16 * 17 / 2;
     static_assert(kTiles <= kThreads, "one tile per thread");
-    if (tid < kTiles) {
+    if (!MMA && tid < kTiles) {
         int ti = 0;  // tile tid in row-major order: row ti, column tj <= ti
         while ((ti + 1) * (ti + 2) / 2 <= tid) ++ti;
         const int tj = tid - ti * (ti + 1) / 2;
@@ -166,7 +259,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 qk_s[(2 * ti + a) * 33 + 2 * tj + b] = aqk[a][b];
             }
     }
-    __syncthreads();
+    if constexpr (!MMA) __syncthreads();
 
     float* a_s = a_all + warp * 32 * 32;
     for (int task = warp; task < 2 * p.G; task += kWarps) {
@@ -292,7 +385,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     }
 }
 
-template <int K>
+template <int K, int IN_BYTES, ScanMode GRAM>
 __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p, const ChunkScratch w,
                                                               int64_t win0, int64_t win1) {
     extern __shared__ __align__(16) float smem[];
@@ -309,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
         const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
         if (cs >= pos1 || cs >= eos) continue;
         const int L = int(eos - cs < kChunk ? eos - cs : kChunk);
-        prep_chunk<K>(p, w, kh, cs, cs - win0, L, smem);
+        prep_chunk<K, IN_BYTES, GRAM>(p, w, kh, cs, cs - win0, L, smem);
     }
     // Launched to overlap the previous window's scan (backend.cpp), the prep
     // reads only the call's inputs and writes the scratch half that the scan
@@ -321,36 +414,59 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
         grid_dependency_wait();
 }
 
-template <int K>
+template <int K, int IN_BYTES, ScanMode GRAM>
 cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                    cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned((win1 - win0 + kChunk - 1) / kChunk), unsigned(p.Hk));
-    return launch_kernel(chunk_prep_kernel<K>, grid, dim3(kThreads), policy::cuda_prep_smem_bytes(K),
-                         stream, overlap, p, w, win0, win1);
+    return launch_kernel(chunk_prep_kernel<K, IN_BYTES, GRAM>, grid, dim3(kThreads),
+                         policy::cuda_prep_smem_bytes(K), stream, overlap, p, w, win0, win1);
+}
+
+// The instance for the head dimension, the input width and the mode's
+// k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16 modes only).
+template <int K, int IN_BYTES>
+cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+                      cudaStream_t stream, bool overlap) {
+    if (!w.kq16) return launch<K, IN_BYTES, ScanMode::kFp32>(p, w, win0, win1, stream, overlap);
+    if (w.kq16_fp16) return launch<K, IN_BYTES, ScanMode::kFp16>(p, w, win0, win1, stream, overlap);
+    return launch<K, IN_BYTES, ScanMode::kBf16>(p, w, win0, win1, stream, overlap);
+}
+
+template <int K>
+cudaError_t launch_k(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+                     cudaStream_t stream, bool overlap) {
+    return p.in_dt == GDN_DTYPE_F32 ? launch_in<K, 4>(p, w, win0, win1, stream, overlap)
+                                    : launch_in<K, 2>(p, w, win0, win1, stream, overlap);
+}
+
+template <int K>
+cudaError_t set_attributes_k(size_t smem_limit) {
+    const size_t bytes = policy::cuda_prep_smem_bytes(K);
+    if (bytes > smem_limit) return cudaSuccess;  // dispatch keeps such shapes off this path
+    for (const void* fn : {reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16>)})
+        if (const cudaError_t e =
+                cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
+            return e;
+    return cudaSuccess;
 }
 
 }  // namespace
 
 cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, cudaStream_t stream, bool overlap) {
-    if (p.K == 64) return launch<64>(p, w, window_start, window_end, stream, overlap);
-    if (p.K == 128) return launch<128>(p, w, window_start, window_end, stream, overlap);
+    if (p.K == 64) return launch_k<64>(p, w, window_start, window_end, stream, overlap);
+    if (p.K == 128) return launch_k<128>(p, w, window_start, window_end, stream, overlap);
     return cudaErrorInvalidValue;
 }
 
 cudaError_t set_chunk_prep_attributes(size_t smem_limit) {
-    for (auto [fn, bytes] : {std::pair<const void*, size_t>{
-                                 reinterpret_cast<const void*>(&chunk_prep_kernel<64>),
-                                 policy::cuda_prep_smem_bytes(64)},
-                             std::pair<const void*, size_t>{
-                                 reinterpret_cast<const void*>(&chunk_prep_kernel<128>),
-                                 policy::cuda_prep_smem_bytes(128)}}) {
-        if (bytes > smem_limit) continue;  // dispatch keeps such shapes off this path
-        const cudaError_t e =
-            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    if (const cudaError_t e = set_attributes_k<64>(smem_limit)) return e;
+    return set_attributes_k<128>(smem_limit);
 }
 
 }  // namespace gdn::cuda

@@ -50,23 +50,8 @@ constexpr int kPrepGB = 4 * 32 * kLdTP;      // [2 heads][32][2] γ, β
 constexpr int kPrepQKF = kPrepGB + 2 * 64;   // [32][2] qf, kf
 static_assert(kPrepQKF + 64 == kPrep, "prep buffer layout");
 
-// Raw input elements of IN_BYTES bytes.
-template <int IN_BYTES>
-struct Raw;
-template <>
-struct Raw<4> {
-    using type = unsigned int;
-    __device__ static float to_float(uint32_t b, bool) { return __uint_as_float(b); }
-};
-template <>
-struct Raw<2> {
-    using type = unsigned short;
-    __device__ static float to_float(uint32_t b, bool bf16) {
-        const float as_bf16 = __uint_as_float(b << 16);
-        const float as_f16 = __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
-        return bf16 ? as_bf16 : as_f16;
-    }
-};
+// Raw input elements of IN_BYTES bytes (device_common.cuh).
+using cuda::Raw;
 
 struct Chunk {
     int32_t n;   // sequence; -1: none

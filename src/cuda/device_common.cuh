@@ -37,6 +37,26 @@ __device__ __forceinline__ float load_float(const void* base, gdn_dtype_t t, int
     return bits_to_float(load_bits(base, t, i), t);
 }
 
+// Raw input elements of IN_BYTES bytes, for kernels built per input width
+// (loads at constant offsets, no dtype switch): f32 as its bits, or bf16 /
+// f16 told apart at conversion.
+template <int IN_BYTES>
+struct Raw;
+template <>
+struct Raw<4> {
+    using type = unsigned int;
+    __device__ static float to_float(uint32_t b, bool) { return __uint_as_float(b); }
+};
+template <>
+struct Raw<2> {
+    using type = unsigned short;
+    __device__ static float to_float(uint32_t b, bool bf16) {
+        const float as_bf16 = __uint_as_float(b << 16);
+        const float as_f16 = __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+        return bf16 ? as_bf16 : as_f16;
+    }
+};
+
 // Round to nearest even, as src/common/numeric.hpp does on the host.
 __device__ __forceinline__ void store_float(void* base, gdn_dtype_t t, int64_t i, float x) {
     if (t == GDN_DTYPE_F32)
