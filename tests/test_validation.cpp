@@ -477,14 +477,15 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             gdn_problem_t fp32 = p;
             fp32.precision = GDN_PRECISION_FP32;
             REQUIRE(gdn_workspace_size(&c, &fp32, &fp32_bytes) == GDN_SUCCESS);
-            // The same prep scratch; BF16/FP16 add the window's k and q rows
-            // as 16-bit values (Hk x (2048 + 32) x 2K halves) for their scan,
-            // twice: 4096 tokens on sm_90 keep two windows' prep output.
-            const size_t extra = precision == GDN_PRECISION_TF32X3
-                                     ? 0
-                                     : 2 * size_t(16) * (2048 + 32) * 2 * 128 * sizeof(uint16_t);
-            CHECK(tc_bytes >= fp32_bytes + extra);
-            CHECK(tc_bytes < fp32_bytes + extra + GDN_WORKSPACE_ALIGNMENT);
+            // TF32X3: the FP32 path's prep scratch. BF16/FP16: their own, the
+            // operands of the register-state scan per (2048 + 32)-row window:
+            // the k and q rows (Hk x 2K halves a row), −W (Hv x K halves),
+            // Tβ and P with remainders (Hv x 128 halves), four factors (Hv x
+            // 4 floats); twice: 4096 tokens on sm_90 keep two windows' prep
+            // output. Each piece is a multiple of the alignment.
+            const size_t rows = 2048 + 32;
+            const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
+            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3 ? fp32_bytes : mma));
             CHECK(fp32_bytes > 0);
         }
         // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
@@ -524,7 +525,7 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
     p.precision = GDN_PRECISION_BF16;
     gdn_path_info_t info;
     gdn_path_info_init(&info);
-    // K = 128: three stages of loaded rows and two of operands, 145952 bytes.
+    // K = 128: three stages of loaded rows, 136704 bytes.
     const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
     REQUIRE(gdn_select_path(&a100, &p, nullptr, &info) == GDN_SUCCESS);
     INFO(info.reason);
@@ -538,7 +539,7 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
     CHECK(gdn_select_path(&ada, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
     const std::string why = gdn_last_error();
     INFO(why);
-    CHECK(why.find("145952 bytes of shared memory") != std::string::npos);
+    CHECK(why.find("136704 bytes of shared memory") != std::string::npos);
     CHECK(why.find("sm_89 allows 101376") != std::string::npos);
 }
 
@@ -561,15 +562,17 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         REQUIRE(st == GDN_SUCCESS);
         return n;
     };
-    // One window's prep output: T and P rows, γ/β (per value head), the q/k
-    // factors (per key head) for 2048 + 32 rows; the BF16 scan also reads the
-    // k/q rows as 16-bit values. Each piece is a multiple of the alignment.
+    // One window's prep output for 2048 + 32 rows. FP32: T and P rows, γ/β
+    // (per value head), the q/k factors (per key head). BF16: the k/q rows
+    // (per key head), −W, Tβ and P (values and remainders) and four factors
+    // (per value head) as the register-state scan reads them. Each piece is a
+    // multiple of the alignment.
     const size_t rows = 2048 + 32;
-    const size_t prep = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
-    const size_t kq16 = 16 * rows * 2 * 128 * 2;
+    const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
+    const size_t bf16 = 16 * rows * 2 * 128 * 2 + 48 * rows * (128 * 2 + 128 * 2 + 4 * 4);
     for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16}) {
         p.precision = precision;
-        const size_t one = prep + (precision == GDN_PRECISION_BF16 ? kq16 : 0);
+        const size_t one = precision == GDN_PRECISION_BF16 ? bf16 : fp32;
         INFO("precision " << int(precision));
         // One window: nothing to overlap, the same scratch on both cards.
         CHECK(bytes(h200, 2048) == one);
@@ -588,12 +591,12 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
 TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it fits",
           "[validation][dispatch]") {
     namespace policy = gdn::policy;
-    // 64 columns: a stage of loaded rows is 35840 bytes at K = 128, 27648 at
-    // K = 64; two stages of operands 38432 / 30240.
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3) == 145952);
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4) == 181792);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3) == 113184);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4) == 140832);
+    // 64 columns: a stage of loaded rows (with the prep's operands) is 45568
+    // bytes at K = 128, 33280 at K = 64.
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3) == 136704);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4) == 182272);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3) == 99840);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4) == 133120);
     // A100 (166912 bytes opt-in): three stages at K = 128, four at K = 64.
     CHECK(policy::cuda_scan_mma_stages(128, 64, 166912) == 3);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 166912) == 4);
@@ -601,9 +604,9 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
     CHECK(policy::cuda_scan_mma_stages(128, 64, 232448) == 4);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 232448) == 4);
     // The edge: four exactly where they fit.
-    CHECK(policy::cuda_scan_mma_stages(128, 64, 181792) == 4);
-    CHECK(policy::cuda_scan_mma_stages(128, 64, 181791) == 3);
-    // Three stages decide whether a card takes the path at all: 145952 bytes
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 182272) == 4);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 182271) == 3);
+    // Three stages decide whether a card takes the path at all: 136704 bytes
     // at K = 128 is enough, one byte less is not.
     Fixture f;
     gdn_problem_t p = engine_prompt(f.problem);
@@ -611,13 +614,13 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
     p.algorithm = GDN_ALGO_CHUNKED;
     gdn_path_info_t info;
     gdn_path_info_init(&info);
-    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 145952, 233472);
+    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 136704, 233472);
     REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
     CHECK(info.path == GDN_PATH_CHUNKED_TC);
     CHECK(policy::cuda_scan_mma_stages(128, 64, just.shared_mem_per_block_optin) == 3);
-    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 145951, 233472);
+    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 136703, 233472);
     CHECK(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
-    CHECK(std::string(gdn_last_error()).find("145952 bytes of shared memory") != std::string::npos);
+    CHECK(std::string(gdn_last_error()).find("136704 bytes of shared memory") != std::string::npos);
 }
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {

@@ -28,9 +28,9 @@ constexpr int32_t kCudaPrepThreads = 256;
 constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 36 + 2 * 2 * 32 + 2 * 32;  // T, P (rows of 36), γβ (2 heads), q/k factors
 // The prep's rows are FP32 rows of K + 4 (FP32, TF32X3 modes) or four sets of
 // 16-bit rows of K + 8 (BF16/FP16: k, q and their remainders); then k·k, q·k,
-// each warp's A and the q/k factors.
+// each warp's A, the q/k factors and four value heads' γ, β, β e^γ kf.
 constexpr size_t cuda_prep_smem_bytes(int32_t K) {
-    return 4 * 32 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 33 + 8 * 32 * 32 + 64);
+    return 4 * 32 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 33 + 8 * 32 * 32 + 64 + 4 * 32 * 4);
 }
 // The state's row stride in the scan's shared memory: the tensor-core scan
 // pads rows by 4 floats so its fragment loads hit distinct banks.
@@ -43,26 +43,21 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
                             2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
 // The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh): three
-// or four stages of the loaded rows (the chunk's k and q rows as 16-bit
-// values in rows of K + 8; T and P in rows of 36 floats, γβ and the q/k
-// factors; v in its own type, room for 32 rows of ncol + 4 four-byte values)
-// and two of the operands its producer warps build (−W as 16-bit rows of
-// K + 8; Tβ and P as 16-bit values and remainders in rows of 40; 68 floats of
-// per-token factors).
+// or four stages of the loaded rows (the chunk's k and q rows and −W as 16-bit
+// values in rows of K + 8; Tβ and P as 16-bit values and remainders in rows
+// of 40; four floats of per-token factors; v in its own type, room for 32
+// rows of ncol + 4 four-byte values).
 constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol) {
-    return 64 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 36 + 4 * 32 + 32 * size_t(ncol + 4));
-}
-constexpr size_t cuda_scan_mma_ops_bytes(int32_t K) {
-    return 32 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * 68;
+    return 96 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
 }
 constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages) {
-    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol) + 2 * cuda_scan_mma_ops_bytes(K);
+    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol);
 }
-// The path needs three stages (145952 bytes at K = 128, 113184 at K = 64);
+// The path needs three stages (136704 bytes at K = 128, 99840 at K = 64);
 // a fourth, where it fits the device's opt-in shared memory per block, gives
-// each chunk's loads two chunk steps instead of one (H100/H200: 181792
+// each chunk's loads two chunk steps instead of one (H100/H200: 182272
 // bytes at K = 128 of 232448; not the A100's 166912, which takes four at
-// K = 64 only, 140832 bytes).
+// K = 64 only, 133120 bytes).
 constexpr int32_t kCudaScanMmaMinStages = 3;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin) {
     return cuda_scan_mma_smem_bytes(K, ncol, 4) <= smem_per_block_optin ? 4 : kCudaScanMmaMinStages;

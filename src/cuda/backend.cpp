@@ -147,13 +147,19 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
     const int halves = overlap_windows(caps) && tokens > l.window ? 2 : 1;
     for (int i = 0; i < halves; ++i) {
         ChunkScratch& w = l.scratch[i];
-        w.TP = c.take<float>(size_t(s.num_v_heads) * rows * 64);
-        w.gb = c.take<float>(size_t(s.num_v_heads) * rows * 2);
-        w.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
+        w = ChunkScratch{};
+        const size_t hv_rows = size_t(s.num_v_heads) * rows;
+        if (use_scan_mma(mode)) {
+            w.kq16 = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
+            w.W16 = c.take<uint16_t>(hv_rows * s.head_dim_k);
+            w.TP16 = c.take<uint16_t>(hv_rows * 128);
+            w.F4 = c.take<float>(hv_rows * 4);
+        } else {
+            w.TP = c.take<float>(hv_rows * 64);
+            w.gb = c.take<float>(hv_rows * 2);
+            w.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
+        }
         w.O = O;
-        w.kq16 = use_scan_mma(mode)
-                     ? c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k)
-                     : nullptr;
         w.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
         w.rows = rows;
     }

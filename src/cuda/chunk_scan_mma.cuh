@@ -21,24 +21,24 @@
 // operands by rounding pairs to 16 bits, with no shared-memory round trip.
 // The state never leaves the registers between a sequence's chunks.
 //
-// Warp specialisation, a block of NCOL / 16 compute warps, one loading warp
-// and kProducers producer warps, STAGES (3 or 4) stages of loaded rows and
-// two of operands: while the compute warps work on chunk i, the producers
-// build chunk i + 1's operands and the loading warp fills the stage of chunk
-// i + STAGES − 1; they meet at one barrier per chunk. With three stages a
-// chunk's copies must land within the chunk step that issues them (the
-// producers read them after the next barrier); with four they get two chunk
+// Warp specialisation, a block of NCOL / 16 compute warps and one loading
+// warp, STAGES (3 or 4) stages of loaded rows: while the compute warps work
+// on chunk i, the loading warp fills the stage of chunk i + STAGES − 1; they
+// meet at one barrier per chunk. With three stages a chunk's copies must
+// land within the chunk step that issues them; with four they get two chunk
 // steps, chunk i + 3's copies staying in flight across the barrier (one
-// cp.async commit group per chunk). The fourth stage costs 35 KB of shared
+// cp.async commit group per chunk). The fourth stage costs 45 KB of shared
 // memory at K = 128: it is taken where it fits the device's opt-in limit
 // (policy::cuda_scan_mma_stages; three are the path's minimum).
-// - The loading warp copies a chunk's k/q rows (16-bit, written by the prep,
-//   w.kq16), T and P rows, γ, β, the q/k factors and v (cp.async; v through
-//   registers, a chunk ahead, where its rows are not 16-byte aligned).
-// - The producers build −W (mma: A = −T diag(β e^γ kf) rounded to 16 bits,
-//   B = the raw k rows, exact), Tβ and P as 16-bit values and
+// - The prep (chunk_prep.cu) builds a chunk's operands beside the scan: −W
+//   (mma: A = −T diag(β e^γ kf) rounded to 16 bits, B = the raw k rows,
+//   exact; W rounded to 16 bits), Tβ and P as 16-bit values and
 //   remainders, and the per-token factors; the compute warps take no
 //   exponentials and split no T/P rows.
+// - The loading warp copies a chunk's k/q rows, −W, Tβ/P rows and factors
+//   (16-bit rows and floats written by the prep, w.kq16, W16, TP16, F4) and v
+//   (cp.async; v through registers, a chunk ahead, where its rows are not
+//   16-byte aligned).
 //
 // Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type), Sᵀ
 // and W in Dᵀ (and −T diag(β e^γ kf) in W's product), D2ᵀ in the update, v
@@ -56,7 +56,6 @@ namespace scan_mma {
 
 using scan::Chunk;
 using scan::kChunk;
-using scan::kLdTP;
 
 // Row stride of the staged k/q rows in 16-bit elements: K + 8 puts the 8 rows
 // of an ldmatrix 8x8 matrix in distinct banks.
@@ -69,34 +68,15 @@ constexpr int kLd16 = K + 8;
 // inputs, with the earlier form of this scan: 2.0e-3 / 2.7e-3 from FP64 (out
 // / state) with the split, 4.8e-3 / 3.8e-3 without it (docs/perf-notes.md v5).
 
-// x, y as 16-bit operands (x in the low half) and, with lo, the remainders.
-template <ScanMode MODE>
-__device__ __forceinline__ uint32_t pack_split(float x, float y, uint32_t* lo) {
-    const uint32_t hi = mma::pack2<MODE>(x, y);
-    if (lo) {
-        float hx, hy;
-        if constexpr (MODE == ScanMode::kBf16) {
-            hx = __uint_as_float(hi << 16);
-            hy = __uint_as_float(hi & 0xffff0000u);
-        } else {
-            const __half2 h2 = *reinterpret_cast<const __half2*>(&hi);
-            hx = __low2float(h2);
-            hy = __high2float(h2);
-        }
-        *lo = mma::pack2<MODE>(x - hx, y - hy);
-    }
-    return hi;
-}
-
 // The A operand of 16-deep step s from the accumulators of the 8-wide tiles
 // 2s and 2s + 1 (mma.cuh: the layouts match), and with lo the remainders.
 template <ScanMode MODE>
 __device__ __forceinline__ void acc_to_a(const float (&x)[4][4], int s, uint32_t (&a)[4],
                                          uint32_t (*lo)[4] = nullptr) {
-    a[0] = pack_split<MODE>(x[2 * s][0], x[2 * s][1], lo ? &(*lo)[0] : nullptr);
-    a[1] = pack_split<MODE>(x[2 * s][2], x[2 * s][3], lo ? &(*lo)[1] : nullptr);
-    a[2] = pack_split<MODE>(x[2 * s + 1][0], x[2 * s + 1][1], lo ? &(*lo)[2] : nullptr);
-    a[3] = pack_split<MODE>(x[2 * s + 1][2], x[2 * s + 1][3], lo ? &(*lo)[3] : nullptr);
+    a[0] = mma::pack_split<MODE>(x[2 * s][0], x[2 * s][1], lo ? &(*lo)[0] : nullptr);
+    a[1] = mma::pack_split<MODE>(x[2 * s][2], x[2 * s][3], lo ? &(*lo)[1] : nullptr);
+    a[2] = mma::pack_split<MODE>(x[2 * s + 1][0], x[2 * s + 1][1], lo ? &(*lo)[2] : nullptr);
+    a[3] = mma::pack_split<MODE>(x[2 * s + 1][2], x[2 * s + 1][3], lo ? &(*lo)[3] : nullptr);
 }
 
 // Element type of the output.
@@ -135,44 +115,30 @@ __device__ __forceinline__ void store_tile(T* base, int64_t ld, const float (&o)
 // 16-byte aligned.
 template <int NCOL, int IN_BYTES>
 constexpr int kLdV = NCOL + (IN_BYTES == 4 ? 4 : 8);
-// Row stride (16-bit elements) of the producers' 32 x 32 operands (Tβ, P):
+// Row stride (16-bit elements) of the staged 32 x 32 operands (Tβ, P):
 // the 8 rows of an ldmatrix 8x8 matrix in distinct banks.
 constexpr int kLd32 = 40;
 
 // One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes; three or
-// four of them): the chunk's k and q rows as 16-bit values, the prep's rows
-// and v.
+// four of them): the chunk's k and q rows and the prep's operands as 16-bit
+// values (−W; Tβ = T diag(β) and P, each a value and its remainder), the
+// per-token factors, and v.
 template <int K, int NCOL>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
-    static constexpr int kPrep = 64 * kLd16<K> * 2;              // float: T, P [32][kLdTP], γβ, qkf [32][2]
-    static constexpr int kT = 0, kP = 32 * kLdTP, kGB = 64 * kLdTP, kQKF = kGB + 64;
-    static constexpr int kV = kPrep + 4 * (kQKF + 64);           // In [32][kLdV] (room for 4-byte)
+    static constexpr int kW = 64 * kLd16<K> * 2;                 // uint16 [32][kLd16]: −W
+    static constexpr int kTb = kW + 32 * kLd16<K> * 2;           // uint16 [32][kLd32] each: Tβ,
+    static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           //   its remainders,
+    static constexpr int kP = kTbLo + 32 * kLd32 * 2;            //   P,
+    static constexpr int kPLo = kP + 32 * kLd32 * 2;             //   its remainders
+    static constexpr int kF = kPLo + 32 * kLd32 * 2;             // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
+    static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL)), "stage layout");
 };
-// One stage of the producers' operands (policy::cuda_scan_mma_ops_bytes; two
-// of them, whatever the loaded rows' stages):
-// −W = −T diag(β e^γ kf) k as 16-bit rows (rounded, like Sᵀ in the same
-// product), Tβ = T diag(β) and P as 16-bit values and remainders, and the
-// per-token factors of the compute warps.
-template <int K>
-struct Ops {
-    static constexpr int kW = 0;                                 // uint16 [32][kLd16]
-    static constexpr int kTb = kW + 32 * kLd16<K> * 2;
-    static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           // uint16 [32][kLd32] each
-    static constexpr int kP = kTbLo + 32 * kLd32 * 2;
-    static constexpr int kPLo = kP + 32 * kLd32 * 2;
-    static constexpr int kF = kPLo + 32 * kLd32 * 2;             // float [32] f_d2, [32] f_o, decay
-    static constexpr int kBytes = kF + 4 * 68;
-    static_assert(kBytes == int(policy::cuda_scan_mma_ops_bytes(K)), "operand layout");
-};
-// Warps that build a chunk's operands: W's two column halves, Tβ on one and
-// P on the other.
-constexpr int kProducers = 2;
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
-__global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
+__global__ void __launch_bounds__(2 * NCOL + 32, 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                           int zero_empty_sequences) {
     static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
@@ -181,8 +147,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
     using St = Stage<K, NCOL>;
-    using Op = Ops<K>;
-    constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads, NW + 1.. produce
+    constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;
     constexpr int LDV = kLdV<NCOL, IN_BYTES>;
     constexpr int NJ = K / 8;      // 8-wide tiles of Sᵀ's K columns
@@ -196,7 +161,6 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     extern __shared__ __align__(16) float smem[];
     unsigned char* const base = reinterpret_cast<unsigned char*>(smem);
     auto stage = [&](int s) { return base + s * St::kBytes; };
-    auto ops = [&](int s) { return base + STAGES * St::kBytes + s * Op::kBytes; };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -218,15 +182,14 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 
     Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
 
-    // STAGES stages of loaded rows, two of operands. While the compute warps
-    // work on chunk i (stage i % STAGES, operands i % 2), the producers build
-    // chunk i + 1's operands from stage (i + 1) % STAGES and the loading warp
-    // fills stage (i + STAGES − 1) % STAGES; all meet at one barrier per
-    // chunk. Two barriers before the first chunk: stage 0 loaded, then
-    // operands 0 built (and stage 1 loaded). Barrier j (j = 0, 1, ...; the
-    // compute warps' chunk j − 2 done) needs chunk j's stage complete, the
-    // producers' next; the chunks of the stages after it may still be in
-    // flight.
+    // STAGES stages of loaded rows. While the compute warps work on chunk i
+    // (stage i % STAGES), the loading warp fills stage (i + STAGES − 1) %
+    // STAGES; both meet at one barrier per chunk. Two barriers before the
+    // first chunk (stages 0 and 1 loaded): the compute warps start on chunk i
+    // after barrier i + 1, a chunk's stage complete one barrier before it is
+    // needed. Barrier j (j = 0, 1, ...; the compute warps' chunk j − 2 done)
+    // needs chunk j's stage complete; the chunks of the stages after it may
+    // still be in flight.
     if (warp == NW) {
         // ------------------------------------------------------------------
         // The loading warp: a chunk's k/q rows, prep rows and v (cp.async; v
@@ -245,10 +208,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 #pragma unroll
         for (int m = 0; m < 2; ++m)
             v_off[m] = int64_t(h) * p.v_head + v0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
-        const float* tp_head = w.TP + int64_t(h) * w.rows * 64;
-        const float* gb_head = w.gb + int64_t(h) * w.rows * 2;
-        // A chunk's rows, in 16-byte pieces (8 for γβ and the q/k factors);
-        // zeros past the chunk's end. Lane l copies pieces l % P of tokens
+        // A chunk's rows, in 16-byte pieces; zeros past the chunk's end. Lane l copies pieces l % P of tokens
         // l / P + i·32 / P (P pieces per token row): for a full chunk (every
         // chunk but a sequence's last) each array's copies are then at
         // compile-time offsets from one address per lane, which the copy
@@ -261,11 +221,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
         static_assert(32 % PKQ == 0 && 32 % PV == 0, "whole token rows per warp-wide step");
         const int r_kq = lane / PKQ, r_tp = lane >> 4, r_v = lane / PV;
         const uint16_t* const kq_lane = w.kq16 + (int64_t(kh) * w.rows + r_kq) * 2 * K + (lane % PKQ) * 8;
+        const uint16_t* const w_lane = w.W16 + (int64_t(h) * w.rows + r_kq) * K + (lane % PKQ) * 8;
+        // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4 each).
         const int tp_piece = lane & 15;
-        const float* const tp_lane = tp_head + r_tp * 64 + tp_piece * 4;
-        const int tp_dst = (tp_piece < 8 ? St::kT : St::kP) + (tp_piece & 7) * 4 + r_tp * kLdTP;
-        const float* const gb_lane = gb_head + lane * 2;
-        const float* const qkf_lane = w.qkf + (int64_t(kh) * w.rows + lane) * 2;
+        const uint16_t* const tp_lane = w.TP16 + (int64_t(h) * w.rows + r_tp) * 128 + tp_piece * 8;
+        const int tp_dst = St::kTb / 2 + (tp_piece >> 2) * 32 * kLd32 + r_tp * kLd32 + (tp_piece & 3) * 8;
+        const float* const f_lane = w.F4 + (int64_t(h) * w.rows + lane) * 4;
         const unsigned char* const v_lane =
             reinterpret_cast<const unsigned char*>(v_in + r_v * p.v_tok + int64_t(h) * p.v_head + v0) +
             (lane % PV) * 16;
@@ -287,21 +248,30 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
                                    ok ? 16 : 0);
                     }
                 }
-                // T and P rows: 16 pieces per token (8 of T, 8 of P).
-                float* pb = reinterpret_cast<float*>(sb + St::kPrep);
+                // −W rows, as the k rows.
                 {
-                    const float* src = tp_lane + row0 * 64;
+                    const uint16_t* src = w_lane + row0 * K;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + St::kW) + r_kq * LD + (lane % PKQ) * 8;
+#pragma unroll
+                    for (int i = 0; i < PKQ; ++i) {
+                        const bool ok = FULL || r_kq + TKQ * i < L;
+                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * K : w.W16, ok ? 16 : 0);
+                    }
+                }
+                // Tβ and P rows: 16 pieces per token.
+                {
+                    const uint16_t* src = tp_lane + row0 * 128;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb) + tp_dst;
 #pragma unroll
                     for (int i = 0; i < 16; ++i) {
                         const bool ok = FULL || r_tp + 2 * i < L;
-                        cp_async16(pb + tp_dst + 2 * i * kLdTP, ok ? src + 2 * i * 64 : w.TP, ok ? 16 : 0);
+                        cp_async16(dst + 2 * i * kLd32, ok ? src + 2 * i * 128 : w.TP16, ok ? 16 : 0);
                     }
                 }
-                // γ, β, qf, kf.
+                // The per-token factors.
                 {
                     const bool ok = FULL || lane < L;
-                    cp_async8(pb + St::kGB + lane * 2, ok ? gb_lane + row0 * 2 : w.gb, ok ? 8 : 0);
-                    cp_async8(pb + St::kQKF + lane * 2, ok ? qkf_lane + row0 * 2 : w.qkf, ok ? 8 : 0);
+                    cp_async16(sb + St::kF + lane * 16, ok ? f_lane + row0 * 4 : w.F4, ok ? 16 : 0);
                 }
                 // v rows as they are, where they are 16-byte aligned (their
                 // token stride is not a constant: one address add per copy).
@@ -403,8 +373,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             block_barrier();
         }
         // Barriers 2, 3, ...: before barrier j, ch[] holds chunks j − 1 (the
-        // producers' one: without it the loading warp is done) .. j + STAGES
-        // − 4, and cn is chunk j + STAGES − 3, copied into stage s.
+        // compute warps' next: without it the loading warp is done) .. j +
+        // STAGES − 4, and cn is chunk j + STAGES − 3, copied into stage s.
 #pragma unroll 1
         for (int s = STAGES - 1; ch[0].n >= 0; s = s == STAGES - 1 ? 0 : s + 1) {
             // Stage s was last read (by the compute warps) before the previous barrier.
@@ -418,113 +388,6 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             for (int i = 0; i < STAGES - 3; ++i) ch[i] = ch[i + 1];
             ch[STAGES - 3] = cn;
             cn = cf;
-        }
-        return;
-    }
-
-    if (warp > NW) {
-        // ------------------------------------------------------------------
-        // The producers: a chunk's operands from its loaded stage. Producer
-        // pw builds −W's columns [pw K / 2, (pw + 1) K / 2) (mma: A = −T
-        // diag(s) rounded to 16 bits, B = the raw k rows, exact), producer 0
-        // Tβ and the factors, producer 1 P.
-        const int pw = warp - NW - 1;
-        auto produce = [&](const Chunk& c, const unsigned char* sb, unsigned char* ob) {
-            const int L = c.L;
-            const float* pb = reinterpret_cast<const float*>(sb + St::kPrep);
-            const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
-            const float2 gbt = *reinterpret_cast<const float2*>(pb + St::kGB + 2 * lane);
-            const float2 qkf = *reinterpret_cast<const float2*>(pb + St::kQKF + 2 * lane);
-            const float eg = expf(gbt.x);
-            // s_t = β_t e^{γ_t} kf_t: zero past the chunk's end (β is).
-            const float sf = gbt.y * eg * qkf.y;
-            if (pw == 0) {
-                const float gl = __shfl_sync(0xffffffffu, gbt.x, L - 1);
-                float* f = reinterpret_cast<float*>(ob + Op::kF);
-                f[lane] = lane < L ? expf(gl - gbt.x) * qkf.y : 0.0f;  // D2 = e^{γ_L−γ_t} kf_t D
-                f[32 + lane] = eg * qkf.x;                              // Yq's e^{γ_t} qf_t
-                if (lane == 0) f[64] = expf(gl);                        // the state's decay
-            }
-            // Tβ (producer 0) or P (producer 1) as 16-bit values and
-            // remainders: lane holds columns 2 (lane % 16), + 1 of rows
-            // lane / 16 + 2m.
-            {
-                const int cp = lane & 15;
-                const float b0 = __shfl_sync(0xffffffffu, gbt.y, 2 * cp);
-                const float b1 = __shfl_sync(0xffffffffu, gbt.y, 2 * cp + 1);
-                const float* src = pb + (pw == 0 ? St::kT : St::kP) + 2 * cp;
-                uint32_t* hi = reinterpret_cast<uint32_t*>(ob + (pw == 0 ? Op::kTb : Op::kP)) + cp;
-                uint32_t* lo = reinterpret_cast<uint32_t*>(ob + (pw == 0 ? Op::kTbLo : Op::kPLo)) + cp;
-#pragma unroll 4
-                for (int t = lane >> 4; t < 32; t += 2) {
-                    float2 x = *reinterpret_cast<const float2*>(src + t * kLdTP);
-                    if (pw == 0) x.x *= b0, x.y *= b1;
-                    hi[t * (kLd32 / 2)] = pack_split<MODE>(x.x, x.y, &lo[t * (kLd32 / 2)]);
-                }
-            }
-            // −W = −T diag(s) k: A from T's rows (m-tile mt: tokens 16 mt..,
-            // step ks: tokens 16 ks..; the upper right block is zero), rounded
-            // to 16 bits like W itself (no remainder product: W is rounded to
-            // 16 bits after the product anyway; perf-notes v12).
-            uint32_t ah[2][2][4];
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks) {
-                const int i0 = 16 * ks + 2 * tq;
-                const float s0 = -__shfl_sync(0xffffffffu, sf, i0);
-                const float s1 = -__shfl_sync(0xffffffffu, sf, i0 + 1);
-                const float s8 = -__shfl_sync(0xffffffffu, sf, i0 + 8);
-                const float s9 = -__shfl_sync(0xffffffffu, sf, i0 + 9);
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {
-                    const float* r0 = pb + St::kT + (16 * mt + g) * kLdTP + i0;
-                    const float* r1 = r0 + 8 * kLdTP;
-                    const float2 x00 = *reinterpret_cast<const float2*>(r0);
-                    const float2 x01 = *reinterpret_cast<const float2*>(r0 + 8);
-                    const float2 x10 = *reinterpret_cast<const float2*>(r1);
-                    const float2 x11 = *reinterpret_cast<const float2*>(r1 + 8);
-                    ah[mt][ks][0] = mma::pack2<MODE>(x00.x * s0, x00.y * s1);
-                    ah[mt][ks][1] = mma::pack2<MODE>(x10.x * s0, x10.y * s1);
-                    ah[mt][ks][2] = mma::pack2<MODE>(x01.x * s8, x01.y * s9);
-                    ah[mt][ks][3] = mma::pack2<MODE>(x11.x * s8, x11.y * s9);
-                }
-            }
-            uint32_t* wh = reinterpret_cast<uint32_t*>(ob + Op::kW);
-            const int ldk = ld_k(LD);
-#pragma unroll 1
-            for (int jj = 0; jj < K / 32; ++jj) {
-                const int col0 = pw * (K / 2) + 16 * jj;
-                float acc[2][2][4] = {};
-#pragma unroll
-                for (int ks = 0; ks < 2; ++ks) {
-                    uint32_t r[4];
-                    mma::ldmatrix_x4<true>(r, kq + ldk + 16 * ks * LD + col0);
-#pragma unroll
-                    for (int mt = ks; mt < 2; ++mt) {
-                        mma::mma16<MODE>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
-                        mma::mma16<MODE>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
-                    }
-                }
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                        for (int hh = 0; hh < 2; ++hh) {
-                            const int at = ((16 * mt + g + 8 * hh) * LD + col0 + 8 * nt + 2 * tq) / 2;
-                            wh[at] = mma::pack2<MODE>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
-                        }
-            }
-        };
-        if (cur.n < 0) return;
-        block_barrier();
-        produce(cur, stage(0), ops(0));
-        block_barrier();
-        Chunk c1 = scan::next_chunk(p, cur, win0, win1);
-#pragma unroll 1
-        for (int s = 1, o = 1; c1.n >= 0; s = s == STAGES - 1 ? 0 : s + 1, o ^= 1) {
-            produce(c1, stage(s), ops(o));  // operands o were last read before the previous barrier
-            block_barrier();
-            c1 = scan::next_chunk(p, c1, win0, win1);
         }
         return;
     }
@@ -606,14 +469,13 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
     };
 
 #pragma unroll 1
-    for (int si = 0, o2 = 0;; si = si == STAGES - 1 ? 0 : si + 1, o2 ^= 1) {
+    for (int si = 0;; si = si == STAGES - 1 ? 0 : si + 1) {
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
         const unsigned char* sb = stage(si);
-        const unsigned char* ob = ops(o2);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
-        const uint16_t* Wh = reinterpret_cast<const uint16_t*>(ob + Op::kW);
-        const float* F = reinterpret_cast<const float*>(ob + Op::kF);
+        const uint16_t* Wh = reinterpret_cast<const uint16_t*>(sb + St::kW);
+        const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
         const int L = cur.L;
 
         // Ũᵀ = vᵀ Tβᵀ (no state in it): A = vᵀ (16 columns x 32 tokens,
@@ -644,7 +506,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             }
 #pragma unroll
             for (int nn = s; nn < 2; ++nn)
-                small_product(d, va, va_lo, !v_exact, ob + Op::kTb, ob + Op::kTbLo, nn, s);
+                small_product(d, va, va_lo, !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
         }
 
         // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K.
@@ -676,7 +538,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float f = F[8 * j + 2 * tq + e];
+                    const float f = F[8 * j + 2 * tq + e].x;
                     d2[j][e] = f * d[j][e];
                     d2[j][2 + e] = f * d[j][2 + e];
                 }
@@ -693,7 +555,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float f = F[32 + 8 * j + 2 * tq + e];
+                    const float f = F[8 * j + 2 * tq + e].y;
                     yq[j][e] *= f;
                     yq[j][2 + e] *= f;
                 }
@@ -703,7 +565,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
             for (int s = 0; s < 2; ++s)
 #pragma unroll
                 for (int nn = s; nn < 2; ++nn)
-                    small_product(yq, da[s], da_lo[s], true, ob + Op::kP, ob + Op::kPLo, nn, s);
+                    small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass)
                 store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
@@ -717,7 +579,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32 * (1 + kProducers), 1)
 
         // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2).
         {
-            const float decay = F[64];
+            const float decay = F[0].z;
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -748,7 +610,7 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES>, grid,
-                         dim3(2 * NCOL + 32 * (1 + kProducers)),
+                         dim3(2 * NCOL + 32),
                          policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES), stream, overlap, p, w,
                          win0, win1, zero_empty ? 1 : 0);
 }

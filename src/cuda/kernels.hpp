@@ -45,13 +45,17 @@ Params make_params(const Shape& s, const Tensors& t);
 // Scratch of the chunked path for one window of `rows` token positions
 // (carved from the caller's workspace by backend.cpp).
 struct ChunkScratch {
+    // The FP32/TF32X3 modes (null in the others):
     float* TP;      // [Hv][rows][64]: row t of T = (I + A)^-1 (32 floats), then row t of P
     float* gb;      // [Hv][rows][2]: γ_t (running sum of g inside the chunk), β_t
     float* qkf;     // [Hk][rows][2]: the factors q̂ = qf·q and k̂ = kf·k
     float* O;       // [rows][Hv][V]: raw outputs before the output norm (OUTPUT_NORM only)
-    // [Hk][rows][2][K]: the raw k and q rows as 16-bit operands, for the
-    // register-state scan of the BF16/FP16 modes (null in the other modes).
-    uint16_t* kq16;
+    // The register-state scan's operands, BF16/FP16 modes (null in the others),
+    // as 16-bit values of the mode's type (kq16_fp16):
+    uint16_t* kq16;  // [Hk][rows][2][K]: the raw k and q rows
+    uint16_t* W16;   // [Hv][rows][K]: −W = −T diag(β e^γ kf) k
+    uint16_t* TP16;  // [Hv][rows][128]: Tβ = T diag(β) and P, each a value and its remainder
+    float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
 };

@@ -30,6 +30,25 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
     }
 }
 
+// x, y as 16-bit operands (x in the low half) and, with lo, the remainders.
+template <ScanMode MODE>
+__device__ __forceinline__ uint32_t pack_split(float x, float y, uint32_t* lo) {
+    const uint32_t hi = pack2<MODE>(x, y);
+    if (lo) {
+        float hx, hy;
+        if constexpr (MODE == ScanMode::kBf16) {
+            hx = __uint_as_float(hi << 16);
+            hy = __uint_as_float(hi & 0xffff0000u);
+        } else {
+            const __half2 h2 = *reinterpret_cast<const __half2*>(&hi);
+            hx = __low2float(h2);
+            hy = __high2float(h2);
+        }
+        *lo = pack2<MODE>(x - hx, y - hy);
+    }
+    return hi;
+}
+
 // d += a · b, m16n8k16, 16-bit operands.
 template <ScanMode M>
 __device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
