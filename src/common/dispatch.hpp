@@ -28,9 +28,9 @@ constexpr int32_t kCudaPrepThreads = 256;
 constexpr size_t kCudaScanPrepFloats = 2 * 2 * 32 * 36 + 2 * 2 * 32 + 2 * 32;  // T, P (rows of 36), γβ (2 heads), q/k factors
 // The prep's rows are FP32 rows of K + 4 (FP32, TF32X3 modes) or four sets of
 // 16-bit rows of K + 8 (BF16/FP16: k, q and their remainders); then k·k, q·k,
-// each warp's A, the q/k factors and four value heads' γ, β, β e^γ kf.
+// each warp's A and the q/k factors.
 constexpr size_t cuda_prep_smem_bytes(int32_t K) {
-    return 4 * 32 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 33 + 8 * 32 * 32 + 64 + 4 * 32 * 4);
+    return 4 * 32 * size_t(K + 8) * 2 + sizeof(float) * (2 * 32 * 33 + 8 * 32 * 32 + 64);
 }
 // The state's row stride in the scan's shared memory: the tensor-core scan
 // pads rows by 4 floats so its fragment loads hit distinct banks.

@@ -32,7 +32,7 @@ constexpr bool kMmaGram = GRAM == ScanMode::kBf16 || GRAM == ScanMode::kFp16;
 
 // The shared-memory layout of prep_chunk, as the policy sizes it.
 constexpr size_t prep_smem_bytes(int K) {
-    return sizeof(float) * (64 * size_t(K + 8) + 2 * 32 * 33 + kWarps * 32 * 32 + 64 + kWarps / 2 * 32 * 4);
+    return sizeof(float) * (64 * size_t(K + 8) + 2 * 32 * 33 + kWarps * 32 * 32 + 64);
 }
 static_assert(prep_smem_bytes(64) == policy::cuda_prep_smem_bytes(64) &&
                   prep_smem_bytes(128) == policy::cuda_prep_smem_bytes(128),
@@ -56,8 +56,6 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     float* qk_s = kk_s + 32 * 33;                // [32][33] q̂_t·k̂_i
     float* a_all = qk_s + 32 * 33;               // [kWarps][32][32] A of the warp's value head
     float* f_s = a_all + kWarps * 32 * 32;       // [32][2] qf, kf (MMA)
-    // (MMA) per value head of a batch of kWarps / 2: γ_t, β_t, −β_t e^{γ_t} kf_t.
-    float4* hs4 = reinterpret_cast<float4*>(f_s + 64);  // [kWarps / 2][32]
     static_assert(64 * LD16 >= 2 * 32 * LD, "the rows' region holds either form");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
@@ -263,9 +261,13 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     }
     if constexpr (!MMA) __syncthreads();
 
-    // A value head's tasks. FP32 variant: T, P, γ and β to the scratch. MMA
-    // variant: T and P as FP32 rows into the warps' A buffers, γ, β and the
-    // W product's −β e^γ kf into hs4, for the operands built after them.
+    // A value head's tasks: task 2gi (A, T, γ, β) and task 2gi+1 (P). FP32
+    // variant: T, P, γ and β to the scratch. MMA variant: the register-state
+    // scan's operands (chunk_scan_mma.cuh) built from them, the same products
+    // and roundings its producer warps used: P's task writes P as 16-bit
+    // values and remainders and the per-token factors; T's task Tβ = T
+    // diag(β) likewise and −W = −T diag(β e^γ kf) k (mma: A rounded to 16
+    // bits, B the raw 16-bit k rows, W rounded to 16 bits).
     float* a_s = a_all + warp * 32 * 32;
     auto run_task = [&](int task) {
         const int32_t h = value_head_of(p, kh, task >> 1);
@@ -283,16 +285,30 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             if (lane >= o) gamma += y;
         }
         float* tp = MMA ? nullptr : w.TP + (int64_t(h) * w.rows + row0) * 64;
+        // MMA: this head's rows of the scan's operands (TP16: Tβ, its
+        // remainders, P, its remainders; W16; F4), rows t < L.
+        auto head_row = [&] { return int64_t(h) * w.rows + row0; };
         if (!t_task) {
-            // P, column `lane`.
+            const int64_t hrow = head_row();
+            // P, column `lane` (MMA: as a 16-bit value and its remainder).
 #pragma unroll 4
             for (int t = 0; t < L; ++t) {
                 const float gt = __shfl_sync(0xffffffffu, gamma, t);
                 const float x = lane <= t ? expf(gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
-                if constexpr (MMA)
-                    a_s[t * 32 + lane] = x;
-                else
+                if constexpr (MMA) {
+                    const uint16_t hi = to16(x);
+                    w.TP16[(hrow + t) * 128 + 64 + lane] = hi;
+                    w.TP16[(hrow + t) * 128 + 96 + lane] = to16(x - from16(hi));
+                } else {
                     tp[t * 64 + 32 + lane] = x;
+                }
+            }
+            if constexpr (MMA) {
+                // The per-token factors e^{γ_L−γ_t} kf_t, e^{γ_t} qf_t and the decay e^{γ_L}.
+                const float gl = __shfl_sync(0xffffffffu, gamma, L - 1);
+                if (lane < L)
+                    *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) = make_float4(
+                        expf(gl - gamma) * f_s[2 * lane + 1], expf(gamma) * f_s[2 * lane], expf(gl), 0.0f);
             }
             return;
         }
@@ -375,20 +391,78 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             t21[r] = -acc;
         }
         if constexpr (MMA) {
-            // T over A in the warp's buffer (every read of A and T22 done):
-            // the diagonal blocks, then rows 8 hf + r of the upper right zeros
-            // and of T21.
+            // Tβ = T diag(β) as 16-bit values and remainders (rows t < L):
+            // lane (j, hf) holds column o + j of the diagonal block hf and
+            // column j of rows 16 + 8 hf.. of T21; rows 8 hf.. of the upper
+            // right block are zero.
+            //
+            // And −T diag(s), s = β e^γ kf, rounded to 16 bits as W's A
+            // operand, over A in the warp's buffer (every read of A and T22
+            // done): rows of 40 halves (an ldmatrix's 8 rows in distinct
+            // banks); its upper right block is never read.
+            const float b_d = __shfl_sync(0xffffffffu, beta, o + j), b_l = __shfl_sync(0xffffffffu, beta, j);
+            const float sv = -(beta * expf(gamma) * f_s[2 * lane + 1]);
+            const float s_d = __shfl_sync(0xffffffffu, sv, o + j), s_l = __shfl_sync(0xffffffffu, sv, j);
+            constexpr int LDT = 40;
+            uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);
+            const int64_t hrow = head_row();
+            uint16_t* tb = w.TP16 + hrow * 128;
+            auto put = [&](int t, int col, float x) {
+                const uint16_t hi = to16(x);
+                tb[t * 128 + col] = hi;
+                tb[t * 128 + 32 + col] = to16(x - from16(hi));
+            };
             __syncwarp();
 #pragma unroll
-            for (int t = 0; t < 16; ++t) a_s[(o + t) * 32 + o + j] = Td[t];
+            for (int t = 0; t < 16; ++t) {
+                if (o + t < L) put(o + t, o + j, Td[t] * b_d);
+                ts[(o + t) * LDT + o + j] = to16(Td[t] * s_d);
+            }
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const int t = 8 * hf + r;
-                a_s[t * 32 + 16 + j] = 0.0f;
-                a_s[(16 + t) * 32 + j] = t21[r];
+                if (t < L) put(t, 16 + j, 0.0f);
+                if (16 + t < L) put(16 + t, j, t21[r] * b_l);
+                ts[(16 + t) * LDT + j] = to16(t21[r] * s_l);
             }
-            hs4[(warp >> 1) * 32 + lane] =
-                make_float4(gamma, beta, -(beta * expf(gamma) * f_s[2 * lane + 1]), 0.0f);
+            __syncwarp();
+            // −W = (−T diag(s)) k, 16 of K columns at a time (mma: A from ts,
+            // lower block triangle only; B the raw 16-bit k rows), rounded to
+            // 16 bits.
+            const int g = lane >> 2, tq = lane & 3;
+            uint32_t ah[2][2][4];
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+                for (int mt = ks; mt < 2; ++mt)
+                    mma::ldmatrix_x4<false>(ah[mt][ks], ts + (16 * mt + (lane & 15)) * LDT + 16 * ks + (lane >> 4) * 8);
+            const int ldk = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD16 + (lane >> 4) * 8;
+#pragma unroll 1
+            for (int col0 = 0; col0 < K; col0 += 16) {
+                float acc[2][2][4] = {};
+#pragma unroll
+                for (int ks = 0; ks < 2; ++ks) {
+                    uint32_t r[4];
+                    mma::ldmatrix_x4<true>(r, r16 + ldk + 16 * ks * LD16 + col0);
+#pragma unroll
+                    for (int mt = ks; mt < 2; ++mt) {
+                        mma::mma16<GRAM>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
+                        mma::mma16<GRAM>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
+                    }
+                }
+                uint16_t* wr = w.W16 + hrow * K + col0 + 2 * tq;
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const int t = 16 * mt + g + 8 * hh;
+                        if (t >= L) continue;
+#pragma unroll
+                        for (int nt = 0; nt < 2; ++nt)
+                            *reinterpret_cast<uint32_t*>(wr + t * K + 8 * nt) =
+                                mma::pack2<GRAM>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
+                    }
+            }
         } else {
             // Rows of T (t < L): the diagonal blocks, then rows 8 hf + r of the
             // upper right zeros and of T21.
@@ -409,107 +483,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         }
         __syncwarp();  // a_s is reused by the warp's next head
     };
-
-    if constexpr (!MMA) {
-        for (int task = warp; task < 2 * p.G; task += kWarps) run_task(task);
-        return;
-    }
-
-    // MMA variant: value heads in batches of kWarps / 2 (head b + i on warps
-    // 2i, 2i + 1); then, from T, P, γ, β in shared memory, the register-state
-    // scan's operands of each head of the batch, rows t < L:
-    // - −W = −T diag(β e^γ kf) k (mma: A rounded to 16 bits, B the raw 16-bit
-    //   k rows; W rounded to 16 bits after the product), 16 columns a warp;
-    // - Tβ = T diag(β) and P as 16-bit values and remainders;
-    // - the per-token factors e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t and the decay.
-    constexpr int NCB = K / 16;  // W's 16-column blocks
-#pragma unroll 1
-    for (int b = 0; b < p.G; b += kWarps / 2) {
-        if (2 * b + warp < 2 * p.G) run_task(2 * b + warp);
-        __syncthreads();
-        const int nb = p.G - b < kWarps / 2 ? p.G - b : kWarps / 2;
-#pragma unroll 1
-        for (int it = warp; it < nb * NCB; it += kWarps) {
-            const int hi = it / NCB, col0 = 16 * (it % NCB);
-            const int g = lane >> 2, tq = lane & 3;
-            const int ldk = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD16 + (lane >> 4) * 8;
-            const float* Ts = a_all + 2 * hi * 32 * 32;
-            const float4* hs = hs4 + hi * 32;
-            // A = −T diag(s) (rows 16 mt.., columns 16 ks..; T's upper right block is zero).
-            uint32_t ah[2][2][4];
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks) {
-                const int i0 = 16 * ks + 2 * tq;
-                const float s0 = hs[i0].z, s1 = hs[i0 + 1].z, s8 = hs[i0 + 8].z, s9 = hs[i0 + 9].z;
-#pragma unroll
-                for (int mt = ks; mt < 2; ++mt) {
-                    const float* r0 = Ts + (16 * mt + g) * 32 + i0;
-                    const float* r1 = r0 + 8 * 32;
-                    const float2 x00 = *reinterpret_cast<const float2*>(r0);
-                    const float2 x01 = *reinterpret_cast<const float2*>(r0 + 8);
-                    const float2 x10 = *reinterpret_cast<const float2*>(r1);
-                    const float2 x11 = *reinterpret_cast<const float2*>(r1 + 8);
-                    ah[mt][ks][0] = mma::pack2<GRAM>(x00.x * s0, x00.y * s1);
-                    ah[mt][ks][1] = mma::pack2<GRAM>(x10.x * s0, x10.y * s1);
-                    ah[mt][ks][2] = mma::pack2<GRAM>(x01.x * s8, x01.y * s9);
-                    ah[mt][ks][3] = mma::pack2<GRAM>(x11.x * s8, x11.y * s9);
-                }
-            }
-            float acc[2][2][4] = {};
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks) {
-                uint32_t r[4];
-                mma::ldmatrix_x4<true>(r, r16 + ldk + 16 * ks * LD16 + col0);
-#pragma unroll
-                for (int mt = ks; mt < 2; ++mt) {
-                    mma::mma16<GRAM>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
-                    mma::mma16<GRAM>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
-                }
-            }
-            uint16_t* wr = w.W16 + (int64_t(value_head_of(p, kh, b + hi)) * w.rows + row0) * K + col0 + 2 * tq;
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const int t = 16 * mt + g + 8 * hh;
-                    if (t >= L) continue;
-#pragma unroll
-                    for (int nt = 0; nt < 2; ++nt)
-                        *reinterpret_cast<uint32_t*>(wr + t * K + 8 * nt) =
-                            mma::pack2<GRAM>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
-                }
-        }
-        // Tβ (which 0) and P (which 1), four columns a thread: row t of TP16
-        // is Tβ's values, Tβ's remainders, P's values, P's remainders.
-#pragma unroll 1
-        for (int it = tid; it < nb * 512; it += kThreads) {
-            const int hi = it >> 9, which = (it >> 8) & 1, t = (it >> 3) & 31, c = (it & 7) * 4;
-            if (t >= L) continue;
-            float4 x = *reinterpret_cast<const float4*>(a_all + (2 * hi + which) * 32 * 32 + t * 32 + c);
-            if (which == 0) {
-                const float4* hs = hs4 + hi * 32 + c;
-                x.x *= hs[0].y, x.y *= hs[1].y, x.z *= hs[2].y, x.w *= hs[3].y;
-            }
-            uint32_t lo0, lo1;
-            const uint32_t h0 = mma::pack_split<GRAM>(x.x, x.y, &lo0);
-            const uint32_t h1 = mma::pack_split<GRAM>(x.z, x.w, &lo1);
-            uint16_t* row =
-                w.TP16 + (int64_t(value_head_of(p, kh, b + hi)) * w.rows + row0 + t) * 128 + which * 64 + c;
-            *reinterpret_cast<uint2*>(row) = make_uint2(h0, h1);
-            *reinterpret_cast<uint2*>(row + 32) = make_uint2(lo0, lo1);
-        }
-        // The per-token factors and the chunk's decay.
-#pragma unroll 1
-        for (int it = tid; it < nb * 32; it += kThreads) {
-            const int hi = it >> 5, t = it & 31;
-            if (t >= L) continue;
-            const float4* hs = hs4 + hi * 32;
-            const float gl = hs[L - 1].x, gt = hs[t].x;
-            *reinterpret_cast<float4*>(w.F4 + (int64_t(value_head_of(p, kh, b + hi)) * w.rows + row0 + t) * 4) =
-                make_float4(expf(gl - gt) * f_s[2 * t + 1], expf(gt) * f_s[2 * t], expf(gl), 0.0f);
-        }
-        __syncthreads();  // the A buffers and hs4 are reused by the next batch
-    }
+    for (int task = warp; task < 2 * p.G; task += kWarps) run_task(task);
 }
 
 template <int K, int IN_BYTES, ScanMode GRAM>
