@@ -155,7 +155,6 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
         // q̂ = qf·q, k̂ = kf·k, and k̂·q̂, one warp per token.
         for (int t = warp; t < tl; t += NW) {
-            float qq = 0.0f, kk = 0.0f;
             const float kq = normalise_row(p, q_s[t], k_s[t], KT, lane);
             if (lane == 0) kq_s[t] = kq;
         }
