@@ -4,7 +4,9 @@
 //     P[t][i] = e^{γ_t−γ_i} q̂_t·k̂_i       (i <= t)
 // One block per (32-token tile of chunk starts, key head): k̂·k̂ and q̂·k̂ once
 // per key head, then for each of its value heads T, γ and β on one warp and P
-// on another. Chunks start at their sequence's first token and every 32
+// on another; in the BF16/FP16 modes those warps write the register-state
+// scan's operands instead (−W, Tβ and P as 16-bit values, the per-token
+// factors; chunk_scan_mma.cuh). Chunks start at their sequence's first token and every 32
 // tokens after it; a tile usually holds one chunk start, more where sequences
 // begin inside it. The rows are written at the chunk's position in the
 // window, so chunks of different sequences never share a row.
@@ -263,8 +265,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 
     // A value head's tasks: task 2gi (A, T, γ, β) and task 2gi+1 (P). FP32
     // variant: T, P, γ and β to the scratch. MMA variant: the register-state
-    // scan's operands (chunk_scan_mma.cuh) built from them, the same products
-    // and roundings its producer warps used: P's task writes P as 16-bit
+    // scan's operands (chunk_scan_mma.cuh) built from them: P's task writes P as 16-bit
     // values and remainders and the per-token factors; T's task Tβ = T
     // diag(β) likewise and −W = −T diag(β e^γ kf) k (mma: A rounded to 16
     // bits, B the raw 16-bit k rows, W rounded to 16 bits).
