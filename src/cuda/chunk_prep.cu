@@ -212,10 +212,10 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         __syncthreads();
     }
 
-    // k̂_t·k̂_i and q̂_t·k̂_i (FP32 FMAs): a 2x2 tile of each per thread, for the 136 tiles on
-    // or below the diagonal only, packed onto the first threads so that no
-    // warp carries idle lanes through the loop (the upper triangle is never
-    // read).
+    // k̂_t·k̂_i and q̂_t·k̂_i (FP32 FMAs): a 2x2 tile of each per thread, for
+    // the 136 tiles on or below the diagonal only, packed onto the first
+    // threads so that no warp carries idle lanes through the loop (the upper
+    // triangle is never read).
     constexpr int kTiles = 16 * 17 / 2;
     static_assert(kTiles <= kThreads, "one tile per thread");
     if (!MMA && tid < kTiles) {
@@ -265,10 +265,10 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 
     // A value head's tasks: task 2gi (A, T, γ, β) and task 2gi+1 (P). FP32
     // variant: T, P, γ and β to the scratch. MMA variant: the register-state
-    // scan's operands (chunk_scan_mma.cuh) built from them: P's task writes P as 16-bit
-    // values and remainders and the per-token factors; T's task Tβ = T
-    // diag(β) likewise and −W = −T diag(β e^γ kf) k (mma: A rounded to 16
-    // bits, B the raw 16-bit k rows, W rounded to 16 bits).
+    // scan's operands (chunk_scan_mma.cuh) built from them: P's task writes
+    // P as 16-bit values and remainders and the per-token factors; T's task
+    // Tβ = T diag(β) likewise and −W = −T diag(β e^γ kf) k (mma: A rounded
+    // to 16 bits, B the raw 16-bit k rows, W rounded to 16 bits).
     float* a_s = a_all + warp * 32 * 32;
     auto run_task = [&](int task) {
         const int32_t h = value_head_of(p, kh, task >> 1);
@@ -436,7 +436,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
                 for (int mt = ks; mt < 2; ++mt)
-                    mma::ldmatrix_x4<false>(ah[mt][ks], ts + (16 * mt + (lane & 15)) * LDT + 16 * ks + (lane >> 4) * 8);
+                    mma::ldmatrix_x4<false>(ah[mt][ks],
+                                            ts + (16 * mt + (lane & 15)) * LDT + 16 * ks + (lane >> 4) * 8);
             const int ldk = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD16 + (lane >> 4) * 8;
 #pragma unroll 1
             for (int col0 = 0; col0 < K; col0 += 16) {

@@ -208,14 +208,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
         for (int m = 0; m < 2; ++m)
             v_off[m] = int64_t(h) * p.v_head + v0 + (lane + 32 * m < NCOL ? lane + 32 * m : 0);
-        // A chunk's rows, in 16-byte pieces; zeros past the chunk's end. Lane l copies pieces l % P of tokens
-        // l / P + i·32 / P (P pieces per token row): for a full chunk (every
-        // chunk but a sequence's last) each array's copies are then at
-        // compile-time offsets from one address per lane, which the copy
-        // instructions take as immediates (~2 instructions per copy instead
-        // of ~19 with a predicate and an address each); a short chunk takes
-        // each copy's predicate (the zero fill). The lane's part of each
-        // address is set once; a chunk adds its first row.
+        // A chunk's rows, in 16-byte pieces; zeros past the chunk's end. Lane
+        // l copies pieces l % P of tokens l / P + i·32 / P (P pieces per
+        // token row): for a full chunk (every chunk but a sequence's last)
+        // each array's copies are then at compile-time offsets from one
+        // address per lane, which the copy instructions take as immediates
+        // (~2 instructions per copy instead of ~19 with a predicate and an
+        // address each); a short chunk takes each copy's predicate (the zero
+        // fill). The lane's part of each address is set once; a chunk adds
+        // its first row.
         constexpr int PKQ = K / 8, TKQ = 32 / PKQ;             // k/q: pieces per row, tokens per step
         constexpr int PV = NCOL * IN_BYTES / 16, TV = 32 / PV;  // v: likewise
         static_assert(32 % PKQ == 0 && 32 % PV == 0, "whole token rows per warp-wide step");
