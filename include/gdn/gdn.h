@@ -136,6 +136,10 @@ typedef enum gdn_precision_t {
                                  cores, CPU emulation) */
     GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation (CUDA tensor cores; elsewhere
                                  served by a more accurate path) */
+    GDN_PRECISION_BF16X3 = 4, /* near-FP32 tensor-core products on BF16 operands split into a
+                                 value and its remainder (three products), FP32 accumulation;
+                                 less accurate than TF32X3, more than FP16 (CUDA sm_80+ with the
+                                 shared memory for it; elsewhere a more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

@@ -39,22 +39,24 @@ std::string cpu_chunked(const Shape& s, PathChoice* c) {
     return "";
 }
 
-std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
+std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precision_t precision,
+                            PathChoice* c) {
     // FP32 (the default) keeps every product in FP32; any other precision the
     // caller allows takes the tensor-core scan with those operands (TF32X3:
-    // split operands, within ~1e-6 of FP32).
-    const bool tc = s.precision != GDN_PRECISION_FP32;
+    // split operands, within ~1e-6 of FP32; BF16X3: split BF16 operands).
+    const bool tc = precision != GDN_PRECISION_FP32;
     c->path = tc ? GDN_PATH_CHUNKED_TC : GDN_PATH_CHUNKED_FP32;
     c->chunk_size = policy::kCudaChunk;
-    c->precision = s.precision;
-    (void)t;  // the kernels load element by element: any stride and alignment works
+    c->precision = precision;
     if (caps.compute_major < 8)
         return fmt::format("the CUDA chunked path needs sm_80+ (cp.async); this is {}", caps.arch);
     if ((s.head_dim_k != 64 && s.head_dim_k != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
         return fmt::format("the CUDA chunked path takes K and V in {{64, 128}}, not K = {}, V = {}",
                            s.head_dim_k, s.head_dim_v);
-    // BF16/FP16 take the register-state scan, TF32X3 and FP32 the shared-memory one.
-    const bool reg_state = s.precision == GDN_PRECISION_BF16 || s.precision == GDN_PRECISION_FP16;
+    // BF16/FP16/BF16X3 take the register-state scan, TF32X3 and FP32 the
+    // shared-memory one.
+    const bool split = precision == GDN_PRECISION_BF16X3;
+    const bool reg_state = split || precision == GDN_PRECISION_BF16 || precision == GDN_PRECISION_FP16;
     const int32_t ncol = policy::cuda_scan_columns(s.num_k_heads, s.group, s.head_dim_v,
                                                    caps.multiprocessor_count, reg_state);
     if (ncol == 0)
@@ -66,7 +68,7 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     // The register-state scan runs with three stages of loaded rows, or four
     // where they fit (policy::cuda_scan_mma_stages): three decide.
     const int32_t stages = policy::kCudaScanMmaMinStages;
-    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages)
+    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages, split)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));
     if (smem > caps.shared_mem_per_block_optin)
@@ -74,6 +76,21 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                            "allows {}",
                            smem, caps.arch, caps.shared_mem_per_block_optin);
     return "";
+}
+
+std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
+    (void)t;  // the kernels load element by element: any stride and alignment works
+    std::string why = cuda_chunked_as(caps, s, s.precision, c);
+    // BF16X3's scan needs more shared memory than TF32X3's (K = 128: H100/H200
+    // only); where it does not fit, the more accurate TF32X3 scan serves it.
+    if (!why.empty() && s.precision == GDN_PRECISION_BF16X3) {
+        PathChoice tf32x3 = *c;
+        if (cuda_chunked_as(caps, s, GDN_PRECISION_TF32X3, &tf32x3).empty()) {
+            *c = tf32x3;
+            return "";
+        }
+    }
+    return why;
 }
 
 // A tensor the HIP chunked kernels read as 16-byte row vectors, or "".

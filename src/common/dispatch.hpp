@@ -42,25 +42,31 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
                             size_t(K) * cuda_scan_state_ld(ncol, tc) + 2 * 64 * size_t(ncol) +
                             2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
-// The register-state scan of the BF16/FP16 modes (chunk_scan_mma.cuh): three
-// or four stages of the loaded rows (the chunk's k and q rows and −W as 16-bit
-// values in rows of K + 8; Tβ and P as 16-bit values and remainders in rows
-// of 40; four floats of per-token factors; v in its own type, room for 32
-// rows of ncol + 4 four-byte values).
-constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol) {
-    return 96 * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 + sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
+// The register-state scan of the BF16/FP16/BF16X3 modes (chunk_scan_mma.cuh):
+// three or four stages of the loaded rows (the chunk's k and q rows and −W as
+// 16-bit values in rows of K + 8, with `split` (BF16X3) their remainders too;
+// Tβ and P as 16-bit values and remainders in rows of 40; four floats of
+// per-token factors; v in its own type, room for 32 rows of ncol + 4
+// four-byte values).
+constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol, bool split = false) {
+    return (split ? 192 : 96) * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 +
+           sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
 }
-constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages) {
-    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol);
+constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages, bool split = false) {
+    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol, split);
 }
 // The path needs three stages (136704 bytes at K = 128, 99840 at K = 64);
 // a fourth, where it fits the device's opt-in shared memory per block, gives
 // each chunk's loads two chunk steps instead of one (H100/H200: 182272
 // bytes at K = 128 of 232448; not the A100's 166912, which takes four at
 // K = 64 only, 133120 bytes).
+// BF16X3 (split) needs 215040 bytes for three stages at K = 128 (H100/H200
+// only; elsewhere its requests take the TF32X3 scan), 141312 at K = 64.
 constexpr int32_t kCudaScanMmaMinStages = 3;
-constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin) {
-    return cuda_scan_mma_smem_bytes(K, ncol, 4) <= smem_per_block_optin ? 4 : kCudaScanMmaMinStages;
+constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
+                                       bool split = false) {
+    return cuda_scan_mma_smem_bytes(K, ncol, 4, split) <= smem_per_block_optin ? 4
+                                                                               : kCudaScanMmaMinStages;
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads; every block walks every chunk, so the grid

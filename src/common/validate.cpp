@@ -240,7 +240,8 @@ gdn_status_t read_problem(const gdn_problem_t* in, Shape* s) {
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm ({}) is not a gdn_algorithm_t",
                     algorithm);
     if (precision != GDN_PRECISION_FP32 && precision != GDN_PRECISION_TF32X3 &&
-        precision != GDN_PRECISION_FP16 && precision != GDN_PRECISION_BF16)
+        precision != GDN_PRECISION_FP16 && precision != GDN_PRECISION_BF16 &&
+        precision != GDN_PRECISION_BF16X3)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.precision ({}) is not a gdn_precision_t",
                     precision);
     if ((p.flags & ~GDN_FLAG_ALL_) != 0)
