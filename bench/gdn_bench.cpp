@@ -5,7 +5,7 @@
 // on the GPU, wall clock on the CPU), the host time of one call, and the error
 // against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
 // output and the final state). Prints a table; --json / --csv write the rows.
-// --precision takes a list (fp32,tf32x3,bf16,fp16): each chunked/auto case runs
+// --precision takes a list (fp32,tf32x3,bf16x3,bf16,fp16): each chunked/auto case runs
 // once per precision, and the table names the path that ran (gdn_select_path:
 // chunked-fp32, chunked-tc, ...). --seqs N runs N sequences of T tokens each;
 // --varlen passes them through cu_seqlens (the varlen path) instead of NULL.
@@ -54,7 +54,7 @@ struct Options {
                  "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128]\n"
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
-                 "                 [--precision fp32,tf32x3,bf16,fp16 (one or a list)]\n"
+                 "                 [--precision fp32,tf32x3,bf16x3,bf16,fp16 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n",
@@ -117,6 +117,7 @@ Options parse(int argc, char** argv) {
                 else if (p == "tf32x3") o.precisions.push_back(GDN_PRECISION_TF32X3);
                 else if (p == "fp16") o.precisions.push_back(GDN_PRECISION_FP16);
                 else if (p == "bf16") o.precisions.push_back(GDN_PRECISION_BF16);
+                else if (p == "bf16x3") o.precisions.push_back(GDN_PRECISION_BF16X3);
                 else usage(("unknown precision " + p).c_str());
             }
             if (o.precisions.empty()) usage("--precision needs a value");
@@ -213,6 +214,7 @@ const char* precision_name(gdn_precision_t p) {
         case GDN_PRECISION_TF32X3: return "tf32x3";
         case GDN_PRECISION_FP16: return "fp16";
         case GDN_PRECISION_BF16: return "bf16";
+        case GDN_PRECISION_BF16X3: return "bf16x3";
         default: return "?";
     }
 }

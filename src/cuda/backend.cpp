@@ -128,11 +128,13 @@ struct ChunkLayout {
     size_t bytes;
 };
 
-// The BF16/FP16 modes run the register-state scan (chunk_scan_mma.cuh: blocks
-// of 64 columns of one value head, which the chunked path's V, 64 or 128,
-// allows; dispatch's reg_state is the same test); it reads the prep's 16-bit
-// k/q rows.
-bool use_scan_mma(ScanMode mode) { return mode == ScanMode::kBf16 || mode == ScanMode::kFp16; }
+// The BF16/FP16/BF16X3 modes run the register-state scan (chunk_scan_mma.cuh:
+// blocks of 64 columns of one value head, which the chunked path's V, 64 or
+// 128, allows; dispatch's reg_state is the same test); it reads the prep's
+// 16-bit k/q rows.
+bool use_scan_mma(ScanMode mode) {
+    return mode == ScanMode::kBf16 || mode == ScanMode::kFp16 || mode == ScanMode::kBf16x3;
+}
 
 ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode mode,
                                 void* base) {
@@ -154,6 +156,11 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
             w.W16 = c.take<uint16_t>(hv_rows * s.head_dim_k);
             w.TP16 = c.take<uint16_t>(hv_rows * 128);
             w.F4 = c.take<float>(hv_rows * 4);
+            if (mode == ScanMode::kBf16x3) {
+                w.W16lo = c.take<uint16_t>(hv_rows * s.head_dim_k);
+                if (s.input_dtype != GDN_DTYPE_BF16)
+                    w.kq16lo = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
+            }
         } else {
             w.TP = c.take<float>(hv_rows * 64);
             w.gb = c.take<float>(hv_rows * 2);
@@ -331,7 +338,8 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // the device's opt-in shared memory per block (ensure_device_setup raised
     // the kernels' limits to what fits it), else three.
     const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
-                                                    caps.shared_mem_per_block_optin);
+                                                    caps.shared_mem_per_block_optin,
+                                                    mode == ScanMode::kBf16x3);
     const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, workspace);
     // Window i's prep writes scratch half i % 2. In stream order: prep 0,
     // then per window i its scan, the prep of window i + 1, and the output

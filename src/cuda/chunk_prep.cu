@@ -29,8 +29,10 @@ static_assert(kChunk == 32, "one lane per token of a chunk");
 // that type (ScanMode::kBf16 / kFp16), scaled by the q/k factors after the
 // sum. Their products are exact in FP32; rows of another input type are each
 // a 16-bit value and its 16-bit remainder (three products: ~2^-16 relative).
+// BF16X3 (ScanMode::kBf16x3) as BF16, and its scan's operands split further:
+// the k/q rows' remainders (w.kq16lo) and −W's product and rounding.
 template <ScanMode GRAM>
-constexpr bool kMmaGram = GRAM == ScanMode::kBf16 || GRAM == ScanMode::kFp16;
+constexpr bool kMmaGram = kRegStateScan<GRAM>;
 
 // The shared-memory layout of prep_chunk, as the policy sizes it.
 constexpr size_t prep_smem_bytes(int K) {
@@ -113,8 +115,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         else return __uint_as_float(uint32_t(x) << 16);
     };
     // Inputs of the mode's 16-bit type are exact operands: no remainders.
-    const bool exact = (GRAM == ScanMode::kBf16 && p.in_dt == GDN_DTYPE_BF16) ||
+    const bool exact = (kBf16Operands<GRAM> && p.in_dt == GDN_DTYPE_BF16) ||
                        (GRAM == ScanMode::kFp16 && p.in_dt == GDN_DTYPE_F16);
+    constexpr bool X3 = GRAM == ScanMode::kBf16x3;
 #pragma unroll
     for (int m = 0; m < RW; ++m) {
         const int t = warp + kWarps * m;
@@ -136,8 +139,16 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 r16[t * LD16 + lane + 32 * j] = kh16;
                 r16[(32 + t) * LD16 + lane + 32 * j] = qh16;
                 if (!exact) {
-                    r16[(64 + t) * LD16 + lane + 32 * j] = to16(kx[j] - from16(kh16));
-                    r16[(96 + t) * LD16 + lane + 32 * j] = to16(qx[j] - from16(qh16));
+                    const uint16_t kl16 = to16(kx[j] - from16(kh16)), ql16 = to16(qx[j] - from16(qh16));
+                    r16[(64 + t) * LD16 + lane + 32 * j] = kl16;
+                    r16[(96 + t) * LD16 + lane + 32 * j] = ql16;
+                    // BF16X3: the scan's k/q remainders (w.kq16lo: not null
+                    // for inputs other than BF16, which are never exact here).
+                    if (X3 && t < L) {
+                        uint16_t* lo = w.kq16lo + (dst - w.kq16);
+                        lo[32 * j] = kl16;
+                        lo[K + 32 * j] = ql16;
+                    }
                 }
             }
         }
@@ -413,31 +424,44 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 tb[t * 128 + col] = hi;
                 tb[t * 128 + 32 + col] = to16(x - from16(hi));
             };
+            // BF16X3: its remainders too, block (0, 0)'s in the upper right
+            // block, rows 16..31's in rows 32..47 (48 rows of 40 halves fit
+            // the warp's 32 x 32 floats).
+            auto put_ts = [&](int t, int col, float x) {
+                const uint16_t hi = to16(x);
+                ts[t * LDT + col] = hi;
+                if constexpr (X3)
+                    ts[t < 16 ? t * LDT + 16 + col : (t + 16) * LDT + col] = to16(x - from16(hi));
+            };
+            static_assert(!X3 || 48 * LDT * 2 <= 32 * 32 * 4, "the remainders fit the warp's buffer");
             __syncwarp();
 #pragma unroll
             for (int t = 0; t < 16; ++t) {
                 if (o + t < L) put(o + t, o + j, Td[t] * b_d);
-                ts[(o + t) * LDT + o + j] = to16(Td[t] * s_d);
+                put_ts(o + t, o + j, Td[t] * s_d);
             }
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const int t = 8 * hf + r;
                 if (t < L) put(t, 16 + j, 0.0f);
                 if (16 + t < L) put(16 + t, j, t21[r] * b_l);
-                ts[(16 + t) * LDT + j] = to16(t21[r] * s_l);
+                put_ts(16 + t, j, t21[r] * s_l);
             }
             __syncwarp();
             // −W = (−T diag(s)) k, 16 of K columns at a time (mma: A from ts,
             // lower block triangle only; B the raw 16-bit k rows), rounded to
-            // 16 bits.
+            // 16 bits (BF16X3: A and k as values and remainders, the cross
+            // products first; W as a value and its remainder).
             const int g = lane >> 2, tq = lane & 3;
-            uint32_t ah[2][2][4];
+            uint32_t ah[2][2][4], al[2][2][4];  // al: X3
 #pragma unroll
             for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
-                for (int mt = ks; mt < 2; ++mt)
-                    mma::ldmatrix_x4<false>(ah[mt][ks],
-                                            ts + (16 * mt + (lane & 15)) * LDT + 16 * ks + (lane >> 4) * 8);
+                for (int mt = ks; mt < 2; ++mt) {
+                    const uint16_t* at = ts + (16 * mt + (lane & 15)) * LDT + 16 * ks + (lane >> 4) * 8;
+                    mma::ldmatrix_x4<false>(ah[mt][ks], at);
+                    if constexpr (X3) mma::ldmatrix_x4<false>(al[mt][ks], at + (mt ? 16 * LDT : 16));
+                }
             const int ldk = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD16 + (lane >> 4) * 8;
 #pragma unroll 1
             for (int col0 = 0; col0 < K; col0 += 16) {
@@ -448,8 +472,20 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     mma::ldmatrix_x4<true>(r, r16 + ldk + 16 * ks * LD16 + col0);
 #pragma unroll
                     for (int mt = ks; mt < 2; ++mt) {
+                        if constexpr (X3) {
+                            mma::mma16<GRAM>(acc[mt][0], al[mt][ks], {r[0], r[1]});
+                            mma::mma16<GRAM>(acc[mt][1], al[mt][ks], {r[2], r[3]});
+                        }
                         mma::mma16<GRAM>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
                         mma::mma16<GRAM>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
+                    }
+                    if (X3 && !exact) {
+                        mma::ldmatrix_x4<true>(r, r16 + ldk + (64 + 16 * ks) * LD16 + col0);
+#pragma unroll
+                        for (int mt = ks; mt < 2; ++mt) {
+                            mma::mma16<GRAM>(acc[mt][0], ah[mt][ks], {r[0], r[1]});
+                            mma::mma16<GRAM>(acc[mt][1], ah[mt][ks], {r[2], r[3]});
+                        }
                     }
                 }
                 uint16_t* wr = w.W16 + hrow * K + col0 + 2 * tq;
@@ -460,9 +496,13 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                         const int t = 16 * mt + g + 8 * hh;
                         if (t >= L) continue;
 #pragma unroll
-                        for (int nt = 0; nt < 2; ++nt)
-                            *reinterpret_cast<uint32_t*>(wr + t * K + 8 * nt) =
-                                mma::pack2<GRAM>(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
+                        for (int nt = 0; nt < 2; ++nt) {
+                            uint32_t lo;
+                            *reinterpret_cast<uint32_t*>(wr + t * K + 8 * nt) = mma::pack_split<GRAM>(
+                                acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1], X3 ? &lo : nullptr);
+                            if constexpr (X3)
+                                *reinterpret_cast<uint32_t*>(w.W16lo + (wr - w.W16) + t * K + 8 * nt) = lo;
+                        }
                     }
             }
         } else {
@@ -531,6 +571,7 @@ template <int K, int IN_BYTES>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       cudaStream_t stream, bool overlap) {
     if (!w.kq16) return launch<K, IN_BYTES, ScanMode::kFp32>(p, w, win0, win1, stream, overlap);
+    if (w.W16lo) return launch<K, IN_BYTES, ScanMode::kBf16x3>(p, w, win0, win1, stream, overlap);
     if (w.kq16_fp16) return launch<K, IN_BYTES, ScanMode::kFp16>(p, w, win0, win1, stream, overlap);
     return launch<K, IN_BYTES, ScanMode::kBf16>(p, w, win0, win1, stream, overlap);
 }
@@ -549,9 +590,11 @@ cudaError_t set_attributes_k(size_t smem_limit) {
     for (const void* fn : {reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16>)})
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3>)})
         if (const cudaError_t e =
                 cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
             return e;

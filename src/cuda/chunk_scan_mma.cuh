@@ -70,8 +70,8 @@ constexpr int kLd16 = K + 8;
 
 // The A operand of 16-deep step s from the accumulators of the 8-wide tiles
 // 2s and 2s + 1 (mma.cuh: the layouts match), and with lo the remainders.
-template <ScanMode MODE>
-__device__ __forceinline__ void acc_to_a(const float (&x)[4][4], int s, uint32_t (&a)[4],
+template <ScanMode MODE, int N>
+__device__ __forceinline__ void acc_to_a(const float (&x)[N][4], int s, uint32_t (&a)[4],
                                          uint32_t (*lo)[4] = nullptr) {
     a[0] = mma::pack_split<MODE>(x[2 * s][0], x[2 * s][1], lo ? &(*lo)[0] : nullptr);
     a[1] = mma::pack_split<MODE>(x[2 * s][2], x[2 * s][3], lo ? &(*lo)[1] : nullptr);
@@ -122,31 +122,37 @@ constexpr int kLd32 = 40;
 // One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes; three or
 // four of them): the chunk's k and q rows and the prep's operands as 16-bit
 // values (−W; Tβ = T diag(β) and P, each a value and its remainder), the
-// per-token factors, and v.
-template <int K, int NCOL>
+// per-token factors, and v. With SPLIT (BF16X3) the remainders of the k/q
+// rows and of −W too.
+template <int K, int NCOL, bool SPLIT>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
     static constexpr int kW = 64 * kLd16<K> * 2;                 // uint16 [32][kLd16]: −W
-    static constexpr int kTb = kW + 32 * kLd16<K> * 2;           // uint16 [32][kLd32] each: Tβ,
+    static constexpr int kKQLo = kW + 32 * kLd16<K> * 2;         // SPLIT: uint16 [64][kLd16]: k/q remainders
+    static constexpr int kWLo = kKQLo + 64 * kLd16<K> * 2;       // SPLIT: uint16 [32][kLd16]: −W's remainders
+    static constexpr int kTb = SPLIT ? kWLo + 32 * kLd16<K> * 2  // uint16 [32][kLd32] each: Tβ,
+                                     : kKQLo;
     static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           //   its remainders,
     static constexpr int kP = kTbLo + 32 * kLd32 * 2;            //   P,
     static constexpr int kPLo = kP + 32 * kLd32 * 2;             //   its remainders
     static constexpr int kF = kPLo + 32 * kLd32 * 2;             // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
     static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
-    static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL)), "stage layout");
+    static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, SPLIT)), "stage layout");
 };
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
 __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
                           int zero_empty_sequences) {
-    static_assert(MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16, "16-bit operand modes");
+    static_assert(kRegStateScan<MODE>, "16-bit operand modes");
+    // BF16X3: every operand of the state's chain a value and its remainder.
+    constexpr bool X3 = MODE == ScanMode::kBf16x3;
     static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
-    using St = Stage<K, NCOL>;
+    using St = Stage<K, NCOL, X3>;
     constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;
     constexpr int LDV = kLdV<NCOL, IN_BYTES>;
@@ -223,6 +229,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const int r_kq = lane / PKQ, r_tp = lane >> 4, r_v = lane / PV;
         const uint16_t* const kq_lane = w.kq16 + (int64_t(kh) * w.rows + r_kq) * 2 * K + (lane % PKQ) * 8;
         const uint16_t* const w_lane = w.W16 + (int64_t(h) * w.rows + r_kq) * K + (lane % PKQ) * 8;
+        // BF16X3: the remainders' rows, at the same offsets (k/q: not for BF16 inputs).
+        const int64_t kq_off = kq_lane - w.kq16, w_off = w_lane - w.W16;
+        const bool kq_lo = X3 && w.kq16lo != nullptr;
         // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4 each).
         const int tp_piece = lane & 15;
         const uint16_t* const tp_lane = w.TP16 + (int64_t(h) * w.rows + r_tp) * 128 + tp_piece * 8;
@@ -238,26 +247,32 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 const int L = c.L;
                 const int64_t row0 = c.cs - win0;
                 // k/q rows: k rows 0..31, q rows 32..63 of the stage.
-                {
-                    const uint16_t* src = kq_lane + row0 * 2 * K;
-                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + St::kKQ) + r_kq * LD + (lane % PKQ) * 8;
+                auto kq_rows = [&](const uint16_t* rows16, int at) {
+                    const uint16_t* src = rows16 + kq_off + row0 * 2 * K;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + at) + r_kq * LD + (lane % PKQ) * 8;
 #pragma unroll
                     for (int i = 0; i < PKQ; ++i) {
                         const bool ok = FULL || r_kq + TKQ * i < L;
-                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * 2 * K : w.kq16, ok ? 16 : 0);
-                        cp_async16(dst + (32 + TKQ * i) * LD, ok ? src + (TKQ * i * 2 + 1) * K : w.kq16,
+                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * 2 * K : rows16, ok ? 16 : 0);
+                        cp_async16(dst + (32 + TKQ * i) * LD, ok ? src + (TKQ * i * 2 + 1) * K : rows16,
                                    ok ? 16 : 0);
                     }
-                }
+                };
                 // −W rows, as the k rows.
-                {
-                    const uint16_t* src = w_lane + row0 * K;
-                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + St::kW) + r_kq * LD + (lane % PKQ) * 8;
+                auto w_rows = [&](const uint16_t* rows16, int at) {
+                    const uint16_t* src = rows16 + w_off + row0 * K;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb + at) + r_kq * LD + (lane % PKQ) * 8;
 #pragma unroll
                     for (int i = 0; i < PKQ; ++i) {
                         const bool ok = FULL || r_kq + TKQ * i < L;
-                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * K : w.W16, ok ? 16 : 0);
+                        cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * K : rows16, ok ? 16 : 0);
                     }
+                };
+                kq_rows(w.kq16, St::kKQ);
+                w_rows(w.W16, St::kW);
+                if constexpr (X3) {
+                    if (kq_lo) kq_rows(w.kq16lo, St::kKQLo);
+                    w_rows(w.W16lo, St::kWLo);
                 }
                 // Tβ and P rows: 16 pieces per token.
                 {
@@ -444,7 +459,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const int ld_y = ld_n(LD), ld_y32 = ld_n(kLd32), ld_u = ld_k(LD);
     // v rows in the mode's 16-bit type are exact operands: no remainder product.
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
-    const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == (MODE == ScanMode::kBf16);
+    const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == kBf16Operands<MODE>;
+    // BF16X3: the k/q rows' remainders (none for BF16 inputs: exact).
+    const bool kq_lo = X3 && w.kq16lo != nullptr;
     // The outputs: row stride and the element of (token 2tq, column c0).
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
@@ -474,6 +491,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
+        const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo
+        const uint16_t* Wl = reinterpret_cast<const uint16_t*>(sb + St::kWLo);    // X3
         const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
         const uint16_t* Wh = reinterpret_cast<const uint16_t*>(sb + St::kW);
         const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
@@ -510,21 +529,40 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 small_product(d, va, va_lo, !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
         }
 
-        // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K.
+        // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K. BF16X3: Sᵀ,
+        // −W (and q where not exact) as values and remainders, the cross
+        // products before the values' product.
         float yq[4][4] = {};
 #pragma unroll
         for (int s = 0; s < K / 16; ++s) {
-            const uint32_t a[4] = {mma::pack2<MODE>(S[2 * s][0], S[2 * s][1]),
-                                   mma::pack2<MODE>(S[2 * s][2], S[2 * s][3]),
-                                   mma::pack2<MODE>(S[2 * s + 1][0], S[2 * s + 1][1]),
-                                   mma::pack2<MODE>(S[2 * s + 1][2], S[2 * s + 1][3])};
+            uint32_t a[4], a_lo[4];
+            acc_to_a<MODE>(S, s, a, X3 ? &a_lo : nullptr);
 #pragma unroll
             for (int nn = 0; nn < 2; ++nn) {
                 uint32_t r[4];
-                mma::ldmatrix_x4<false>(r, Wh + ld_y + 16 * nn * LD + 16 * s);
+                const int at = ld_y + 16 * nn * LD + 16 * s;
+                mma::ldmatrix_x4<false>(r, Wh + at);
+                if constexpr (X3) {
+                    uint32_t rl[4];
+                    mma::ldmatrix_x4<false>(rl, Wl + at);
+                    mma::mma16<MODE>(d[2 * nn], a_lo, {r[0], r[1]});
+                    mma::mma16<MODE>(d[2 * nn + 1], a_lo, {r[2], r[3]});
+                    mma::mma16<MODE>(d[2 * nn], a, {rl[0], rl[1]});
+                    mma::mma16<MODE>(d[2 * nn + 1], a, {rl[2], rl[3]});
+                }
                 mma::mma16<MODE>(d[2 * nn], a, {r[0], r[1]});
                 mma::mma16<MODE>(d[2 * nn + 1], a, {r[2], r[3]});
-                mma::ldmatrix_x4<false>(r, kq + 32 * LD + ld_y + 16 * nn * LD + 16 * s);
+                mma::ldmatrix_x4<false>(r, kq + 32 * LD + at);
+                if constexpr (X3) {
+                    mma::mma16<MODE>(yq[2 * nn], a_lo, {r[0], r[1]});
+                    mma::mma16<MODE>(yq[2 * nn + 1], a_lo, {r[2], r[3]});
+                    if (kq_lo) {
+                        uint32_t rl[4];
+                        mma::ldmatrix_x4<false>(rl, kql + 32 * LD + at);
+                        mma::mma16<MODE>(yq[2 * nn], a, {rl[0], rl[1]});
+                        mma::mma16<MODE>(yq[2 * nn + 1], a, {rl[2], rl[3]});
+                    }
+                }
                 mma::mma16<MODE>(yq[2 * nn], a, {r[0], r[1]});
                 mma::mma16<MODE>(yq[2 * nn + 1], a, {r[2], r[3]});
             }
@@ -532,7 +570,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
         // Dᵀ (value and remainder) and D2ᵀ = e^{γ_last−γ_t} kf_t Dᵀ (zero
         // past the chunk's end) as A operands.
-        uint32_t da[2][4], da_lo[2][4], d2a[2][4];
+        uint32_t da[2][4], da_lo[2][4], d2a[2][4], d2a_lo[2][4];  // d2a_lo: X3
         {
             float d2[4][4];
 #pragma unroll
@@ -546,7 +584,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
                 acc_to_a<MODE>(d, s, da[s], &da_lo[s]);
-                acc_to_a<MODE>(d2, s, d2a[s]);
+                acc_to_a<MODE>(d2, s, d2a[s], X3 ? &d2a_lo[s] : nullptr);
             }
         }
 
@@ -578,7 +616,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
         }
 
-        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2).
+        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2). BF16X3: D2ᵀ (and k
+        // where not exact) as values and remainders.
         {
             const float decay = F[0].z;
 #pragma unroll
@@ -590,7 +629,18 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
                 for (int jj = 0; jj < NJ / 2; ++jj) {
                     uint32_t r[4];
-                    mma::ldmatrix_x4<true>(r, kq + ld_u + 16 * s * LD + 16 * jj);
+                    const int at = ld_u + 16 * s * LD + 16 * jj;
+                    mma::ldmatrix_x4<true>(r, kq + at);
+                    if constexpr (X3) {
+                        mma::mma16<MODE>(S[2 * jj], d2a_lo[s], {r[0], r[1]});
+                        mma::mma16<MODE>(S[2 * jj + 1], d2a_lo[s], {r[2], r[3]});
+                        if (kq_lo) {
+                            uint32_t rl[4];
+                            mma::ldmatrix_x4<true>(rl, kql + at);
+                            mma::mma16<MODE>(S[2 * jj], d2a[s], {rl[0], rl[1]});
+                            mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {rl[2], rl[3]});
+                        }
+                    }
                     mma::mma16<MODE>(S[2 * jj], d2a[s], {r[0], r[1]});
                     mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {r[2], r[3]});
                 }
@@ -612,7 +662,8 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
     return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES>, grid,
                          dim3(2 * NCOL + 32),
-                         policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES), stream, overlap, p, w,
+                         policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3),
+                         stream, overlap, p, w,
                          win0, win1, zero_empty ? 1 : 0);
 }
 
@@ -640,7 +691,8 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
     auto entry = [](auto kernel, int K, int stages) {
         return std::pair<const void*, size_t>{reinterpret_cast<const void*>(kernel),
-                                              policy::cuda_scan_mma_smem_bytes(K, NCOL, stages)};
+                                              policy::cuda_scan_mma_smem_bytes(K, NCOL, stages,
+                                                                               MODE == ScanMode::kBf16x3)};
     };
     for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3>, 64, 3),
                                  entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4>, 64, 4),
@@ -661,6 +713,8 @@ GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16)
 GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kBf16)
 GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kFp16)
 GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kFp16)
+GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16x3)
+GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kBf16x3)
 
 }  // namespace scan_mma
 }  // namespace gdn::cuda

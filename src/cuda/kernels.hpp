@@ -50,10 +50,14 @@ struct ChunkScratch {
     float* gb;      // [Hv][rows][2]: γ_t (running sum of g inside the chunk), β_t
     float* qkf;     // [Hk][rows][2]: the factors q̂ = qf·q and k̂ = kf·k
     float* O;       // [rows][Hv][V]: raw outputs before the output norm (OUTPUT_NORM only)
-    // The register-state scan's operands, BF16/FP16 modes (null in the others),
-    // as 16-bit values of the mode's type (kq16_fp16):
+    // The register-state scan's operands, BF16/FP16/BF16X3 modes (null in the
+    // others), as 16-bit values of the mode's type (kq16_fp16):
     uint16_t* kq16;  // [Hk][rows][2][K]: the raw k and q rows
     uint16_t* W16;   // [Hv][rows][K]: −W = −T diag(β e^γ kf) k
+    // BF16X3 only: the remainders of W16, and of kq16 where the inputs are not
+    // BF16 (else null: BF16 rows are exact).
+    uint16_t* W16lo;   // [Hv][rows][K]
+    uint16_t* kq16lo;  // [Hk][rows][2][K]
     uint16_t* TP16;  // [Hv][rows][128]: Tβ = T diag(β) and P, each a value and its remainder
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
@@ -83,14 +87,22 @@ cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t wi
                               int64_t window_end, cudaStream_t stream, bool overlap);
 // How the scan computes its products. FP32 and TF32X3 (chunk_scan.cuh): the
 // two state products ([S0ᵀk̂; S0ᵀq̂] and the update Σ k̂ D2ᵀ) in that
-// arithmetic, the small in-chunk products in FP32. BF16 and FP16
+// arithmetic, the small in-chunk products in FP32. BF16, FP16 and BF16X3
 // (chunk_scan_mma.cuh): every product of the chunk step on those operands.
 enum class ScanMode : int {
     kFp32 = 0,    // FP32 FMAs (GDN_PATH_CHUNKED_FP32)
     kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation and state
     kFp16 = 2,    // mma.sync m16n8k16, FP16 operands, FP32 accumulation and state
     kTf32x3 = 3,  // mma.sync m16n8k8, operands split into TF32 hi + lo, three products
+    kBf16x3 = 4,  // mma.sync m16n8k16, every operand a BF16 value + its BF16 remainder
+                  // (hi·hi + hi·lo + lo·hi), FP32 accumulation and state
 };
+// The modes whose 16-bit operands are BF16, and those of the register-state
+// scan (variables, not functions: device code reads them too).
+template <ScanMode M>
+inline constexpr bool kBf16Operands = M == ScanMode::kBf16 || M == ScanMode::kBf16x3;
+template <ScanMode M>
+inline constexpr bool kRegStateScan = M == ScanMode::kBf16 || M == ScanMode::kFp16 || M == ScanMode::kBf16x3;
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:

@@ -21,7 +21,7 @@ namespace gdn::cuda::mma {
 // Two floats as one register of 16-bit operands (x in the low half).
 template <ScanMode M>
 __device__ __forceinline__ uint32_t pack2(float x, float y) {
-    if constexpr (M == ScanMode::kBf16) {
+    if constexpr (kBf16Operands<M>) {
         const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
         return *reinterpret_cast<const uint32_t*>(&v);
     } else {
@@ -36,7 +36,7 @@ __device__ __forceinline__ uint32_t pack_split(float x, float y, uint32_t* lo) {
     const uint32_t hi = pack2<MODE>(x, y);
     if (lo) {
         float hx, hy;
-        if constexpr (MODE == ScanMode::kBf16) {
+        if constexpr (kBf16Operands<MODE>) {
             hx = __uint_as_float(hi << 16);
             hy = __uint_as_float(hi & 0xffff0000u);
         } else {
@@ -53,7 +53,7 @@ __device__ __forceinline__ uint32_t pack_split(float x, float y, uint32_t* lo) {
 template <ScanMode M>
 __device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (M == ScanMode::kBf16) {
+    if constexpr (kBf16Operands<M>) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%0,%1,%2,%3};\n"

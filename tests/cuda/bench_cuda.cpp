@@ -149,7 +149,7 @@ public:
         size_t ws = 0;
         for (gdn_algorithm_t a : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO})
             for (gdn_precision_t pr : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
-                                       GDN_PRECISION_FP16}) {
+                                       GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
                 gdn_problem_t p = prob_;
                 p.algorithm = a;
                 p.precision = pr;
