@@ -138,6 +138,22 @@ TEST_CASE("the fixture itself runs (so every rejection below is caused by its on
     CHECK(Fixture::first_written(f.out.data(), f.out.size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("every precision gdn.h names is accepted", "[validation]") {
+    // BF16X3 (4) is the newest; the value after it is not a precision (the
+    // table below).
+    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_FP16,
+                                      GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
+        INFO("precision " << int(precision));
+        Fixture f;
+        f.problem.precision = precision;
+        size_t need = 0;
+        REQUIRE(gdn_workspace_size(&f.caps, &f.problem, &need) == GDN_SUCCESS);
+        f.allocate_workspace(need);
+        CHECK(f.run() == GDN_SUCCESS);
+        CHECK(std::string(gdn_last_error()).empty());
+    }
+}
+
 TEST_CASE("null structs are rejected by name", "[validation]") {
     Fixture f;
     expect_rejected(f, GDN_ERROR_INVALID_ARGUMENT, "caps", [](Fixture& x) {
@@ -178,6 +194,7 @@ TEST_CASE("bad problem sizes and enums name the field and value", "[validation]"
         {"num_state_slots", [](gdn_problem_t& p) { p.num_state_slots = -1; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_state_slots (-1)"},
         {"algorithm", [](gdn_problem_t& p) { p.algorithm = gdn_algorithm_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm (9)"},
         {"precision", [](gdn_problem_t& p) { p.precision = gdn_precision_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (9)"},
+        {"precision after BF16X3", [](gdn_problem_t& p) { p.precision = gdn_precision_t(5); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (5)"},
         {"flags", [](gdn_problem_t& p) { p.flags = 1u << 20; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100000)"},
         {"scale NaN", [](gdn_problem_t& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.scale (nan)"},
         {"l2norm_eps < 0", [](gdn_problem_t& p) { p.l2norm_eps = -1.0f; }, GDN_ERROR_INVALID_ARGUMENT, "problem.l2norm_eps (-1)"},
@@ -461,7 +478,8 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
     REQUIRE(gdn_select_path(&c, &p, nullptr, &info) == GDN_SUCCESS);
     CHECK(info.path == GDN_PATH_CHUNKED_FP32);
     CHECK(info.precision == GDN_PRECISION_FP32);
-    const gdn_precision_t allowed[] = {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16, GDN_PRECISION_FP16};
+    const gdn_precision_t allowed[] = {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
+                                       GDN_PRECISION_BF16X3};
     for (gdn_precision_t precision : allowed) {
         p.precision = precision;
         p.algorithm = GDN_ALGO_AUTO;
@@ -482,10 +500,15 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             // the k and q rows (Hk x 2K halves a row), −W (Hv x K halves),
             // Tβ and P with remainders (Hv x 128 halves), four factors (Hv x
             // 4 floats); twice: 4096 tokens on sm_90 keep two windows' prep
-            // output. Each piece is a multiple of the alignment.
+            // output. Each piece is a multiple of the alignment. BF16X3: the
+            // same, and the remainders of −W (Hv x K halves) and, for inputs
+            // other than bf16 (these are f32), of the k and q rows (Hk x 2K).
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
-            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3 ? fp32_bytes : mma));
+            const size_t split = 2 * rows * (size_t(48) * 128 * 2 + size_t(16) * 2 * 128 * 2);
+            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3   ? fp32_bytes
+                               : precision == GDN_PRECISION_BF16X3 ? mma + split
+                                                                   : mma));
             CHECK(fp32_bytes > 0);
         }
         // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
@@ -509,13 +532,16 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
         CHECK(gdn_select_path(&turing, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("sm_80") != std::string::npos);
     }
-    // The CPU backend serves TF32X3 with its FP32 path (more accurate).
-    gdn_problem_t cpu_p = p;
-    cpu_p.precision = GDN_PRECISION_TF32X3;
-    cpu_p.algorithm = GDN_ALGO_CHUNKED;
-    REQUIRE(gdn_select_path(&f.caps, &cpu_p, nullptr, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
-    CHECK(info.precision == GDN_PRECISION_FP32);
+    // The CPU backend serves TF32X3 and BF16X3 with its FP32 path (more
+    // accurate).
+    for (gdn_precision_t precision : {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3}) {
+        gdn_problem_t cpu_p = p;
+        cpu_p.precision = precision;
+        cpu_p.algorithm = GDN_ALGO_CHUNKED;
+        REQUIRE(gdn_select_path(&f.caps, &cpu_p, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+    }
 }
 
 TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it",
@@ -543,6 +569,84 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
     CHECK(why.find("sm_89 allows 101376") != std::string::npos);
 }
 
+TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan",
+          "[validation][dispatch]") {
+    Fixture f;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    auto select = [&](const gdn_caps_t& c, const gdn_problem_t& p) {
+        const gdn_status_t st = gdn_select_path(&c, &p, nullptr, &info);
+        INFO(c.arch << ", K = " << p.head_dim_k << ": " << info.reason << gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+    };
+    const gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
+    const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
+    gdn_problem_t p = engine_prompt(f.problem);
+    p.precision = GDN_PRECISION_BF16X3;
+    // K = 128: three split stages, 215040 bytes; the H100/H200 have them.
+    select(h200, p);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    CHECK(info.chunk_size == 32);
+    // K = 64: 141312 bytes, which the A100 has too.
+    gdn_problem_t k64 = p;
+    k64.head_dim_k = 64;
+    select(a100, k64);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    select(h200, k64);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    // K = 128 on the A100: the TF32X3 scan serves it (more accurate, not
+    // BF16, which would fit but is less so). With 8 value heads its grid
+    // fits one wave with 32 columns, 161280 bytes.
+    gdn_problem_t small = p;
+    small.num_k_heads = 4;
+    small.num_v_heads = 8;
+    select(a100, small);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    CHECK(info.chunk_size == 32);
+    gdn_problem_t forced = small;
+    forced.algorithm = GDN_ALGO_CHUNKED;
+    select(a100, forced);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    // The engine shape's TF32X3 scan needs 64 columns on 108 SMs (210432
+    // bytes): neither fits the A100, so auto is sequential and forced
+    // chunked says what BF16X3 needed.
+    select(a100, p);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    CHECK(info.precision == GDN_PRECISION_FP32);
+    forced = p;
+    forced.algorithm = GDN_ALGO_CHUNKED;
+    CHECK(gdn_select_path(&a100, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    const std::string why = gdn_last_error();
+    INFO(why);
+    CHECK(why.find("215040 bytes of shared memory") != std::string::npos);
+    CHECK(why.find("sm_80 allows 166912") != std::string::npos);
+    // The edge, with the H200's SMs (the TF32X3 grid takes 48 columns,
+    // 185856 bytes): 215040 bytes take the split scan, one byte less the
+    // TF32X3 one.
+    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 215040, 233472);
+    select(just, forced);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 215039, 233472);
+    select(short_by_one, forced);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    // HIP's chunked path has FP16 operands only: BF16X3 never takes it.
+    gdn_caps_t gfx = f.caps;
+    gfx.backend = GDN_BACKEND_HIP;
+    std::snprintf(gfx.arch, sizeof gfx.arch, "gfx1100");
+    gfx.features = GDN_FEATURE_GFX11_WMMA;
+    select(gfx, p);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    CHECK(gdn_select_path(&gfx, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("GDN_PRECISION_FP16") != std::string::npos);
+}
+
 #if defined(GDN_TESTS_HAVE_CUDA)
 TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows of prep output",
           "[validation][dispatch]") {
@@ -565,14 +669,18 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // One window's prep output for 2048 + 32 rows. FP32: T and P rows, γ/β
     // (per value head), the q/k factors (per key head). BF16: the k/q rows
     // (per key head), −W, Tβ and P (values and remainders) and four factors
-    // (per value head) as the register-state scan reads them. Each piece is a
-    // multiple of the alignment.
+    // (per value head) as the register-state scan reads them. BF16X3: BF16's
+    // and the remainders of −W and (inputs other than bf16; these are f32)
+    // of the k/q rows. Each piece is a multiple of the alignment.
     const size_t rows = 2048 + 32;
     const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
     const size_t bf16 = 16 * rows * 2 * 128 * 2 + 48 * rows * (128 * 2 + 128 * 2 + 4 * 4);
-    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16}) {
+    const size_t bf16x3 = bf16 + 48 * rows * 128 * 2 + 16 * rows * 2 * 128 * 2;
+    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
         p.precision = precision;
-        const size_t one = precision == GDN_PRECISION_BF16 ? bf16 : fp32;
+        const size_t one = precision == GDN_PRECISION_BF16     ? bf16
+                           : precision == GDN_PRECISION_BF16X3 ? bf16x3
+                                                               : fp32;
         INFO("precision " << int(precision));
         // One window: nothing to overlap, the same scratch on both cards.
         CHECK(bytes(h200, 2048) == one);
@@ -585,6 +693,12 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         CHECK(bytes(sm80, 4096) == one);
         CHECK(bytes(sm80, 32768) == one);
     }
+    // BF16X3 with bf16 inputs: the k/q rows are exact in BF16, no remainders.
+    p.precision = GDN_PRECISION_BF16X3;
+    p.input_dtype = p.gate_dtype = GDN_DTYPE_BF16;
+    const size_t bf16x3_bf16_in = bf16 + 48 * rows * 128 * 2;
+    CHECK(bytes(h200, 2048) == bf16x3_bf16_in);
+    CHECK(bytes(h200, 32768) == 2 * bf16x3_bf16_in);
 }
 #endif
 
@@ -621,6 +735,24 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
     const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 136703, 233472);
     CHECK(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
     CHECK(std::string(gdn_last_error()).find("136704 bytes of shared memory") != std::string::npos);
+}
+
+TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation][dispatch]") {
+    namespace policy = gdn::policy;
+    // A split stage holds the k, q and −W rows twice (values and
+    // remainders): 71680 bytes at K = 128, 47104 at K = 64.
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, true) == 215040);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 286720);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, true) == 141312);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 188416);
+    // H100 / H200 (232448 bytes opt-in): three stages at K = 128, four at
+    // K = 64; the A100 (166912): three at K = 64 (K = 128 does not fit).
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, true) == 3);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 232448, true) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, true) == 3);
+    // The edge: four exactly where they fit.
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 188416, true) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 188415, true) == 3);
 }
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
