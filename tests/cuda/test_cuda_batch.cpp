@@ -85,6 +85,7 @@ void batch_equals_separate(const Spec& s, const char* what) {
     const double rel = s.precision == GDN_PRECISION_BF16     ? (s.input == GDN_DTYPE_F32 ? 8e-3 : 5e-3)
                        : s.precision == GDN_PRECISION_FP16   ? 1e-3
                        : s.precision == GDN_PRECISION_TF32X3 ? 1e-5
+                       : s.precision == GDN_PRECISION_BF16X3 ? 1e-5
                                                               : 5e-6;
     const Comparison co = compare_out(p, ref.out, Bound{rel, ulp, 0.0});
     const Comparison cs = compare_state(p, ref.state, Bound{rel, 0.0, 0.0});
@@ -354,6 +355,11 @@ TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][ba
     s.precision = GDN_PRECISION_TF32X3;
     s.input = GDN_DTYPE_F32;
     batch_equals_separate(s, "tensor-core (TF32X3) varlen batch, output norm, f32");
+    // BF16X3: f32 inputs (k/q/v split into values and remainders), then bf16.
+    s.precision = GDN_PRECISION_BF16X3;
+    batch_equals_separate(s, "tensor-core (BF16X3) varlen batch, output norm, f32");
+    s.input = GDN_DTYPE_BF16;
+    batch_equals_separate(s, "tensor-core (BF16X3) varlen batch, output norm, bf16");
 }
 
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
@@ -371,7 +377,7 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         s.num_state_slots = 2;
         specs.push_back(s);
     }
-    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3}) {
+    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3}) {
         Spec s;  // the tensor-core scan, three windows, output norm, padding
         s.seq_lens = {5000, 300};
         s.hk = 2, s.hv = 6, s.k = s.v = 128;

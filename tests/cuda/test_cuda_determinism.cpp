@@ -112,14 +112,16 @@ TEST_CASE("tensor-core chunked path: 100 reruns give identical bits in every pre
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16);
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_TF32X3);
     check_reruns(GDN_ALGO_CHUNKED, 30, GDN_PRECISION_FP16);
+    check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16X3);
 }
 
-// The pipelines' shape does not change the arithmetic: the BF16/FP16 scan
-// with four stages of loaded rows (taken where they fit, the H200) and with
-// three (caps whose opt-in shared memory fits three at the spec's K, not
-// four: K = 64 and K = 128 are both compared), and windows overlapped
-// (sm_90) or one after another (caps that say sm_80), give the same bits.
-TEST_CASE("the BF16/FP16 scan: three or four stages, overlapped windows or not, the same bits",
+// The pipelines' shape does not change the arithmetic: the BF16/FP16/BF16X3
+// scan with four stages of loaded rows (taken where they fit, the H200; for
+// BF16X3 at K = 64 only) and with three (caps whose opt-in shared memory fits
+// three at the spec's K, not four: K = 64 and K = 128 are both compared), and
+// windows overlapped (sm_90) or one after another (caps that say sm_80), give
+// the same bits.
+TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows or not, the same bits",
           "[cuda][determinism][tc]") {
     const gdn_caps_t caps = cuda_caps();
     // The register-state scan's one width (dispatch gives it no other).
@@ -146,35 +148,44 @@ TEST_CASE("the BF16/FP16 scan: three or four stages, overlapped windows or not, 
         s.seed = 21;
         specs.push_back(s);
     }
-    // Per spec, caps that fit three stages at its K, not four: the bytes of
-    // four stages at that K less one (never above the device's own). One set
-    // cut for K = 128 would not do: four stages at K = 64 fit under it, so
-    // the K = 64 spec would compare four with four.
-    std::vector<gdn_caps_t> three(specs.size(), caps);
-    std::vector<char> compare_stages(specs.size(), 0);
-    for (size_t j = 0; j < specs.size(); ++j) {
-        const int32_t K = specs[j].k;
-        three[j].shared_mem_per_block_optin = std::min<size_t>(
-            caps.shared_mem_per_block_optin, gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4) - 1);
-        const int here = gdn::policy::cuda_scan_mma_stages(K, ncol, caps.shared_mem_per_block_optin);
-        const int reduced = gdn::policy::cuda_scan_mma_stages(K, ncol, three[j].shared_mem_per_block_optin);
-        std::printf("stages at K = %d: %d on this device, %d with the reduced caps\n", K, here, reduced);
-        INFO("K = " << K << ": reduced opt-in " << three[j].shared_mem_per_block_optin << " bytes");
-        REQUIRE(reduced == 3);
-        // Where the device fits four, its own caps must take them, or the
-        // comparison would be three with three. Where it does not, there is
-        // no four-stage run to compare with: the comparison is left out, with
-        // the reason printed, rather than passed as three against three.
-        if (caps.shared_mem_per_block_optin >= gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4)) {
-            REQUIRE(here == 4);
-            compare_stages[j] = 1;
-        } else {
-            std::printf("three or four stages at K = %d: not compared (the device's %zu bytes of opt-in shared "
-                        "memory per block do not fit four)\n",
-                        K, size_t(caps.shared_mem_per_block_optin));
+    // Per precision and spec, caps that fit three stages at its K, not four:
+    // the bytes of four stages at that K less one (never above the device's
+    // own). One set cut for K = 128 would not do: four stages at K = 64 fit
+    // under it, so the K = 64 spec would compare four with four. BF16X3's
+    // stages hold the remainders too (split): at K = 128 four never fit (the
+    // H200 runs three), at K = 64 they do.
+    auto stage_caps = [&](bool split, std::vector<gdn_caps_t>& three, std::vector<char>& compare_stages) {
+        three.assign(specs.size(), caps);
+        compare_stages.assign(specs.size(), 0);
+        for (size_t j = 0; j < specs.size(); ++j) {
+            const int32_t K = specs[j].k;
+            const size_t four = gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4, split);
+            three[j].shared_mem_per_block_optin = std::min<size_t>(caps.shared_mem_per_block_optin, four - 1);
+            const int here = gdn::policy::cuda_scan_mma_stages(K, ncol, caps.shared_mem_per_block_optin, split);
+            const int reduced =
+                gdn::policy::cuda_scan_mma_stages(K, ncol, three[j].shared_mem_per_block_optin, split);
+            std::printf("stages at K = %d%s: %d on this device, %d with the reduced caps\n", K,
+                        split ? " (split)" : "", here, reduced);
+            INFO("K = " << K << ": reduced opt-in " << three[j].shared_mem_per_block_optin << " bytes");
+            REQUIRE(reduced == 3);
+            // Where the device fits four, its own caps must take them, or the
+            // comparison would be three with three. Where it does not, there is
+            // no four-stage run to compare with: the comparison is left out, with
+            // the reason printed, rather than passed as three against three.
+            if (caps.shared_mem_per_block_optin >= four) {
+                REQUIRE(here == 4);
+                compare_stages[j] = 1;
+            } else {
+                std::printf("three or four stages at K = %d%s: not compared (the device's %zu bytes of opt-in "
+                            "shared memory per block do not fit four)\n",
+                            K, split ? " (split)" : "", size_t(caps.shared_mem_per_block_optin));
+            }
         }
-    }
-    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_FP16})
+    };
+    std::vector<gdn_caps_t> three;
+    std::vector<char> compare_stages;
+    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
+        stage_caps(precision == GDN_PRECISION_BF16X3, three, compare_stages);
         for (size_t j = 0; j < specs.size(); ++j) {
             Spec s = specs[j];
             s.algorithm = GDN_ALGO_CHUNKED;
@@ -206,4 +217,5 @@ TEST_CASE("the BF16/FP16 scan: three or four stages, overlapped windows or not, 
             }
             CHECK(d.guard_damage() == "");
         }
+    }
 }

@@ -44,8 +44,11 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
     for (Spec s : specs) {
         // Sequential with the caps as probed and with one SM, chunked FP32,
         // the tensor-core scans: BF16 (the register-state scan, 64 columns
-        // per block) with 8 SMs, and TF32X3 (the shared-memory scan).
-        for (int variant = 0; variant < 5; ++variant) {
+        // per block) with 8 SMs, TF32X3 (the shared-memory scan), and BF16X3
+        // (the register-state scan with split operands) with the spec's
+        // inputs and with the other of bf16 / f32 (the remainders of k, q
+        // and v exist only for inputs other than bf16).
+        for (int variant = 0; variant < 7; ++variant) {
             const gdn_algorithm_t algo = variant >= 2 ? GDN_ALGO_CHUNKED : GDN_ALGO_SEQUENTIAL;
             gdn_caps_t c = caps;
             if (variant == 1) c.multiprocessor_count = 1;
@@ -53,9 +56,13 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
             s.algorithm = algo;
             s.precision = variant == 3   ? GDN_PRECISION_BF16
                           : variant == 4 ? GDN_PRECISION_TF32X3
+                          : variant >= 5 ? GDN_PRECISION_BF16X3
                                          : GDN_PRECISION_FP32;
-            const double rel = variant == 3 ? 8e-3 : variant == 4 ? 1e-5 : 5e-6;
-            Problem p(s);
+            const double rel = variant == 3 ? 8e-3 : variant >= 4 ? 1e-5 : 5e-6;
+            Spec run_spec = s;
+            if (variant == 6)
+                run_spec.input = s.input == GDN_DTYPE_BF16 ? GDN_DTYPE_F32 : GDN_DTYPE_BF16;
+            Problem p(run_spec);
             DeviceProblem d(p);
             DeviceWorkspace ws;
             REQUIRE(ws.size_for(c, p.problem) == GDN_SUCCESS);
@@ -67,7 +74,7 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
             const Reference ref = reference(p);
             const Comparison co = compare_out(p, ref.out, Bound{rel, half_ulp_of(s.output), 0.0});
             const Comparison cs = compare_state(p, ref.state, Bound{rel, 0.0, 0.0});
-            INFO("T = " << p.T << ", variant " << variant);
+            INFO("T = " << p.T << ", variant " << variant << ", input dtype " << int(run_spec.input));
             INFO(describe(co, "out vs FP64"));
             INFO(describe(cs, "state vs FP64"));
             CHECK(co.ok());
