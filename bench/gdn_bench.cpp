@@ -5,9 +5,11 @@
 // on the GPU, wall clock on the CPU), the host time of one call, and the error
 // against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
 // output and the final state). Prints a table; --json / --csv write the rows.
-// --precision takes a list (fp32,tf32x3,bf16x3,bf16,fp16): each chunked/auto case runs
-// once per precision, and the table names the path that ran (gdn_select_path:
-// chunked-fp32, chunked-tc, ...). --seqs N runs N sequences of T tokens each;
+// --precision takes a list (fp32,tf32x3,bf16,fp16,bf16x3): each chunked/auto
+// case runs once per precision, and the table names the path that ran
+// (gdn_select_path: chunked-fp32, chunked-tc, ...; with the precision it ran
+// in where that is not the one asked for, e.g. "chunked-tc (tf32x3)" for
+// bf16x3 where its scan does not fit the device). --seqs N runs N sequences of T tokens each;
 // --varlen passes them through cu_seqlens (the varlen path) instead of NULL.
 // It is a benchmark, not a test: it never fails on a time.
 #include <fmt/format.h>
@@ -54,7 +56,7 @@ struct Options {
                  "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128]\n"
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
-                 "                 [--precision fp32,tf32x3,bf16x3,bf16,fp16 (one or a list)]\n"
+                 "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n",
@@ -312,6 +314,8 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         return row;
     }
     row.path = path_name(info.path);
+    if (info.path == GDN_PATH_CHUNKED_TC && info.precision != precision)
+        row.path += std::string(" (") + precision_name(info.precision) + ")";
     size_t ws_bytes = 0;
     check(gdn_workspace_size(&caps, &p, &ws_bytes), "gdn_workspace_size");
     void* ws = ws_bytes ? mem.alloc(ws_bytes) : nullptr;

@@ -10,7 +10,8 @@ wheels on PYTHONPATH), else gdn is reported alone.
 The matrix: H_k = 16, H_v = 48 and 64, K = V = 128; one sequence of T = 512,
 2048, 8192, 32768, 65536 tokens and a varlen batch of 8 x 4096 (cu_seqlens for
 both); every sequence starts from its own random FP32 initial state. Methods:
-  gdn FP32 / TF32X3 / BF16 / FP16   problem.precision (forced `chunked`): bf16
+  gdn FP32 / TF32X3 / BF16 / FP16 / BF16X3
+                                    problem.precision (forced `chunked`): bf16
                                     q/k/v/out, f32 g and beta, FP32 state
   fla bf16                          chunk_gated_delta_rule, the same bf16 tensors
   fla fp32-in                       the same inputs before bf16 rounding (f32 q/k/v/out;
@@ -93,8 +94,9 @@ assert ctypes.sizeof(Caps) == 184 and ctypes.sizeof(Problem) == 96 and ctypes.si
 assert ctypes.sizeof(PathInfo) == 216
 
 ALGO = {"auto": 0, "sequential": 1, "chunked": 2}
-# gdn_precision_t: the values are pinned in gdn.h (FP16 = 2, BF16 = 3).
-PRECISIONS = (("FP32", 0), ("TF32X3", 1), ("BF16", 3), ("FP16", 2))
+# gdn_precision_t: the values are pinned in gdn.h (FP16 = 2, BF16 = 3, BF16X3 = 4).
+PRECISIONS = (("FP32", 0), ("TF32X3", 1), ("BF16", 3), ("FP16", 2), ("BF16X3", 4))
+PRECISION_NAME = {v: n for n, v in PRECISIONS}
 PATH = {0: "none", 1: "sequential", 2: "chunked-fp32", 3: "chunked-lowp-c16", 4: "chunked-tc"}
 
 
@@ -149,7 +151,10 @@ class Gdn:
         st = self.lib.gdn_select_path(ctypes.byref(self.caps), ctypes.byref(p), None, ctypes.byref(info))
         if st != 0:
             return f"n/a ({self.lib.gdn_last_error().decode()})"
-        return f"{PATH.get(info.path, info.path)} C={info.chunk_size}"
+        # The precision it runs in, where not the one asked for (BF16X3 takes the
+        # TF32X3 scan where its own does not fit the device).
+        served = f" ({PRECISION_NAME.get(info.precision, info.precision)})" if info.precision != p.precision else ""
+        return f"{PATH.get(info.path, info.path)} C={info.chunk_size}{served}"
 
     def call_for(self, q, k, v, g, beta, out, state, algo="chunked", precision=0, cu_seqlens=None, max_seqlen=0):
         """A closure that runs one gdn call on the current stream (graph-capturable).

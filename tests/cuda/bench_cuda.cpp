@@ -335,18 +335,19 @@ void memory_floor(int reps, const gdn_caps_t& caps) {
 }
 
 // The chunked path in each precision (FP32 scan, tensor-core scan with
-// TF32X3 / BF16 / FP16 operands).
+// TF32X3 / BF16 / FP16 / BF16X3 operands; BF16X3 runs the TF32X3 scan where
+// its own does not fit the device).
 void tensor_cores(int reps) {
     std::printf("\n## chunked path by precision: per-launch device time (median of %d batches), Hk 16, "
                 "Hv 48, K = V = 128, one sequence\n\n",
                 reps);
-    std::printf("| T | inputs | FP32 | TF32X3 | BF16 | FP16 |\n|---|---|---:|---:|---:|---:|\n");
+    std::printf("| T | inputs | FP32 | TF32X3 | BF16 | FP16 | BF16X3 |\n|---|---|---:|---:|---:|---:|---:|\n");
     for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
         for (int64_t T : {512, 2048, 8192, 32768}) {
             Bench b(T, 1, dt);
             std::printf("| %lld | %s |", (long long)T, dtype_name(dt));
             for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
-                                      GDN_PRECISION_FP16}) {
+                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
                 b.set_precision(p);
                 std::printf(" %.4f ms |", b.device_ms(GDN_ALGO_CHUNKED, reps));
                 std::fflush(stdout);
@@ -413,7 +414,7 @@ int main(int argc, char** argv) {
     if (what == "profile-chunked" || what == "profile-decode") {
         const bool chunked = what == "profile-chunked";
         Bench b(chunked ? 2048 : 64, chunked ? 1 : 64, GDN_DTYPE_BF16);
-        // GDN_BENCH_PRECISION=1|2|3 (gdn_precision_t): the tensor-core scan.
+        // GDN_BENCH_PRECISION=1|2|3|4 (gdn_precision_t): the tensor-core scan.
         if (const char* pr = std::getenv("GDN_BENCH_PRECISION"))
             b.set_precision(gdn_precision_t(std::atoi(pr)));
         for (size_t i = 0; i < 4; ++i)
