@@ -255,6 +255,14 @@ std::vector<Seed> seeds() {
                      c.caps_mp = 3, c.caps_warp = 0;
                      return c;
                  }});
+    // Appended, so that the seeds above keep their file names.
+    s.push_back({"auto-chunked-bf16x3-bf16-in", [] {
+                     FuzzCase c = shape(90, 2, 1, 2, 16, 16);
+                     c.precision = GDN_PRECISION_BF16X3;  // the CPU serves it with its FP32 chunked path
+                     c.input_dtype = GDN_DTYPE_BF16;
+                     c.gate_dtype = 1;  // = input dtype
+                     return c;
+                 }});
     return s;
 }
 
