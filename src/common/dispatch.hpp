@@ -61,7 +61,8 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stage
 // bytes at K = 128 of 232448; not the A100's 166912, which takes four at
 // K = 64 only, 133120 bytes).
 // BF16X3 (split) needs 215040 bytes for three stages at K = 128 (H100/H200
-// only; elsewhere its requests take the TF32X3 scan), 141312 at K = 64.
+// only; elsewhere its requests take the TF32X3 scan where that fits), 141312
+// at K = 64.
 constexpr int32_t kCudaScanMmaMinStages = 3;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
                                        bool split = false) {

@@ -4,9 +4,9 @@
 //     P[t][i] = e^{γ_t−γ_i} q̂_t·k̂_i       (i <= t)
 // One block per (32-token tile of chunk starts, key head): k̂·k̂ and q̂·k̂ once
 // per key head, then for each of its value heads T, γ and β on one warp and P
-// on another; in the BF16/FP16 modes those warps write the register-state
-// scan's operands instead (−W, Tβ and P as 16-bit values, the per-token
-// factors; chunk_scan_mma.cuh). Chunks start at their sequence's first token and every 32
+// on another; in the BF16/FP16/BF16X3 modes those warps write the
+// register-state scan's operands instead (−W, Tβ and P as 16-bit values, the
+// per-token factors; BF16X3 −W's remainders too; chunk_scan_mma.cuh). Chunks start at their sequence's first token and every 32
 // tokens after it; a tile usually holds one chunk start, more where sequences
 // begin inside it. The rows are written at the chunk's position in the
 // window, so chunks of different sequences never share a row.
@@ -566,7 +566,8 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 }
 
 // The instance for the head dimension, the input width and the mode's
-// k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16 modes only).
+// k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16/BF16X3 modes
+// only; W16lo in BF16X3 only).
 template <int K, int IN_BYTES>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
                       cudaStream_t stream, bool overlap) {
