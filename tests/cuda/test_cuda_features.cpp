@@ -33,7 +33,9 @@ struct Mode {
 // The tensor-core bounds: TF32X3 (split operands, three products) is issue
 // 7's near-FP32 bound; BF16X3 splits into BF16 values and remainders (~16
 // bits, against TF32X3's 22; f32 and f16 inputs are split too): measured
-// 1.2-1.6e-5 on the H200 (2026-11-30, 2K-32K tokens), bound 4e-5; BF16/FP16 operands round the state, k, q and D to 8/11 bits per
+// 1.2-1.6e-5 on the H200 (2026-11-30, 2K-32K tokens), and 3.1e-5 on the
+// "every flag" shape, whose output norm divides by each row's RMS: bound
+// 8e-5 here (4e-5 in the parity tests); BF16/FP16 operands round the state, k, q and D to 8/11 bits per
 // product (the products accumulate in FP32 and the state stays FP32), so
 // their errors sit near 2^-9 / 2^-12 of the largest value, as
 // flash-linear-attention's bf16 kernels do (~5e-3, METHOD.md; 8e-3 here,
@@ -45,7 +47,7 @@ const Mode kModes[] = {
     {"chunked TF32X3", GDN_ALGO_CHUNKED, GDN_PRECISION_TF32X3, 1e-5, 1e-5},
     {"chunked BF16", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16, 8e-3, 8e-3},
     {"chunked FP16", GDN_ALGO_CHUNKED, GDN_PRECISION_FP16, 1e-3, 1e-3},
-    {"chunked BF16X3", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16X3, 4e-5, 4e-5},
+    {"chunked BF16X3", GDN_ALGO_CHUNKED, GDN_PRECISION_BF16X3, 8e-5, 8e-5},
 };
 
 // The precision the CUDA chunked path reports for a request: BF16X3 takes its
