@@ -607,6 +607,7 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
     CHECK(info.path == GDN_PATH_CHUNKED_TC);
     CHECK(info.precision == GDN_PRECISION_TF32X3);
     CHECK(info.chunk_size == 32);
+    CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
     gdn_problem_t forced = small;
     forced.algorithm = GDN_ALGO_CHUNKED;
     select(a100, forced);
@@ -632,10 +633,12 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
     select(just, forced);
     CHECK(info.path == GDN_PATH_CHUNKED_TC);
     CHECK(info.precision == GDN_PRECISION_BF16X3);
+    CHECK(std::string(info.reason).find("serves") == std::string::npos);
     const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 215039, 233472);
     select(short_by_one, forced);
     CHECK(info.path == GDN_PATH_CHUNKED_TC);
     CHECK(info.precision == GDN_PRECISION_TF32X3);
+    CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
     // HIP's chunked path has FP16 operands only: BF16X3 never takes it.
     gdn_caps_t gfx = f.caps;
     gfx.backend = GDN_BACKEND_HIP;

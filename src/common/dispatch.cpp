@@ -173,11 +173,17 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         case GDN_BACKEND_HIP: not_eligible = hip_chunked(caps, s, t, &c); break;
         default: break;  // a value gdn.h does not name (rejected by validation)
     }
+    // A precision served by a more accurate one says so (CUDA: BF16X3 by TF32X3).
+    const std::string served =
+        not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision
+            ? "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows"
+            : "";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",
                         not_eligible);
-        set_reason(&c, fmt::format("chunked (C = {}): forced by problem.algorithm", c.chunk_size));
+        set_reason(&c, fmt::format("chunked (C = {}): forced by problem.algorithm{}", c.chunk_size,
+                                   served));
         *out = c;
         return GDN_SUCCESS;
     }
@@ -194,8 +200,8 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                                      s.max_seqlen, min_tokens));
         *out = seq;
     } else {
-        set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}",
-                                   c.chunk_size, s.max_seqlen, min_tokens));
+        set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}{}",
+                                   c.chunk_size, s.max_seqlen, min_tokens, served));
         *out = c;
     }
     return GDN_SUCCESS;

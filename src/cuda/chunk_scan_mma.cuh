@@ -44,6 +44,11 @@
 // and W in Dᵀ (and −T diag(β e^γ kf) in W's product), D2ᵀ in the update, v
 // where it is not of the mode's type;
 // Tβ, P and Dᵀ are split into a 16-bit value and its 16-bit remainder.
+// BF16X3 (ScanMode::kBf16x3) splits the rounded ones as well: Sᵀ, −W (and
+// the A operand of its product in the prep), D2ᵀ, and k, q, v where they are
+// not BF16 (the prep writes the k/q rows' remainders, w.kq16lo, and −W's,
+// w.W16lo; the stage holds them too): every product of the chunk step is
+// then hi·hi + hi·lo + lo·hi (~16 bits an operand; docs/perf-notes.md v17).
 // Accumulation and the state are FP32.
 #pragma once
 
