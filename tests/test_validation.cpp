@@ -579,40 +579,36 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
         INFO(c.arch << ", K = " << p.head_dim_k << ": " << info.reason << gdn_last_error());
         REQUIRE(st == GDN_SUCCESS);
     };
+    // The tensor-core path in `precision`.
+    auto expect_tc = [&](const gdn_caps_t& c, const gdn_problem_t& p, gdn_precision_t precision) {
+        select(c, p);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == precision);
+    };
     const gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
     const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
     gdn_problem_t p = engine_prompt(f.problem);
     p.precision = GDN_PRECISION_BF16X3;
     // K = 128: three split stages, 215040 bytes; the H100/H200 have them.
-    select(h200, p);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    expect_tc(h200, p, GDN_PRECISION_BF16X3);
     CHECK(info.chunk_size == 32);
     // K = 64: 141312 bytes, which the A100 has too.
     gdn_problem_t k64 = p;
     k64.head_dim_k = 64;
-    select(a100, k64);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_BF16X3);
-    select(h200, k64);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    expect_tc(a100, k64, GDN_PRECISION_BF16X3);
+    expect_tc(h200, k64, GDN_PRECISION_BF16X3);
     // K = 128 on the A100: the TF32X3 scan serves it (more accurate, not
     // BF16, which would fit but is less so). With 8 value heads its grid
     // fits one wave with 32 columns, 161280 bytes.
     gdn_problem_t small = p;
     small.num_k_heads = 4;
     small.num_v_heads = 8;
-    select(a100, small);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    expect_tc(a100, small, GDN_PRECISION_TF32X3);
     CHECK(info.chunk_size == 32);
     CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
     gdn_problem_t forced = small;
     forced.algorithm = GDN_ALGO_CHUNKED;
-    select(a100, forced);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    expect_tc(a100, forced, GDN_PRECISION_TF32X3);
     // The engine shape's TF32X3 scan needs 64 columns on 108 SMs (210432
     // bytes): neither fits the A100, so auto is sequential and forced
     // chunked says what BF16X3 needed.
@@ -630,14 +626,10 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
     // 185856 bytes): 215040 bytes take the split scan, one byte less the
     // TF32X3 one.
     const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 215040, 233472);
-    select(just, forced);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_BF16X3);
+    expect_tc(just, forced, GDN_PRECISION_BF16X3);
     CHECK(std::string(info.reason).find("serves") == std::string::npos);
     const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 215039, 233472);
-    select(short_by_one, forced);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.precision == GDN_PRECISION_TF32X3);
+    expect_tc(short_by_one, forced, GDN_PRECISION_TF32X3);
     CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
     // HIP's chunked path has FP16 operands only: BF16X3 never takes it.
     gdn_caps_t gfx = f.caps;
