@@ -501,11 +501,12 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             // Tβ and P with remainders (Hv x 128 halves), four factors (Hv x
             // 4 floats); twice: 4096 tokens on sm_90 keep two windows' prep
             // output. Each piece is a multiple of the alignment. BF16X3: the
-            // same, and the remainders of −W (Hv x K halves) and, for inputs
-            // other than bf16 (these are f32), of the k and q rows (Hk x 2K).
+            // same, the remainders of −W (Hv x K halves), the second
+            // remainders of Tβ and P (Hv x 64 halves) and, for inputs other
+            // than bf16 (these are f32), the k and q rows' (Hk x 2K).
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
-            const size_t split = 2 * rows * (size_t(48) * 128 * 2 + size_t(16) * 2 * 128 * 2);
+            const size_t split = 2 * rows * (size_t(48) * (128 + 64) * 2 + size_t(16) * 2 * 128 * 2);
             CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3   ? fp32_bytes
                                : precision == GDN_PRECISION_BF16X3 ? mma + split
                                                                    : mma));
@@ -589,10 +590,10 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
     const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
     gdn_problem_t p = engine_prompt(f.problem);
     p.precision = GDN_PRECISION_BF16X3;
-    // K = 128: three split stages, 215040 bytes; the H100/H200 have them.
+    // K = 128: three split stages, 230400 bytes; the H100/H200 have them.
     expect_tc(h200, p, GDN_PRECISION_BF16X3);
     CHECK(info.chunk_size == 32);
-    // K = 64: 141312 bytes, which the A100 has too.
+    // K = 64: 156672 bytes, which the A100 has too.
     gdn_problem_t k64 = p;
     k64.head_dim_k = 64;
     expect_tc(a100, k64, GDN_PRECISION_BF16X3);
@@ -620,15 +621,15 @@ TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan
     CHECK(gdn_select_path(&a100, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
     const std::string why = gdn_last_error();
     INFO(why);
-    CHECK(why.find("215040 bytes of shared memory") != std::string::npos);
+    CHECK(why.find("230400 bytes of shared memory") != std::string::npos);
     CHECK(why.find("sm_80 allows 166912") != std::string::npos);
     // The edge, with the H200's SMs (the TF32X3 grid takes 48 columns,
-    // 185856 bytes): 215040 bytes take the split scan, one byte less the
+    // 185856 bytes): 230400 bytes take the split scan, one byte less the
     // TF32X3 one.
-    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 215040, 233472);
+    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 230400, 233472);
     expect_tc(just, forced, GDN_PRECISION_BF16X3);
     CHECK(std::string(info.reason).find("serves") == std::string::npos);
-    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 215039, 233472);
+    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 230399, 233472);
     expect_tc(short_by_one, forced, GDN_PRECISION_TF32X3);
     CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
     // HIP's chunked path has FP16 operands only: BF16X3 never takes it.
@@ -664,13 +665,15 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // One window's prep output for 2048 + 32 rows. FP32: T and P rows, γ/β
     // (per value head), the q/k factors (per key head). BF16: the k/q rows
     // (per key head), −W, Tβ and P (values and remainders) and four factors
-    // (per value head) as the register-state scan reads them. BF16X3: BF16's
-    // and the remainders of −W and (inputs other than bf16; these are f32)
-    // of the k/q rows. Each piece is a multiple of the alignment.
+    // (per value head) as the register-state scan reads them. BF16X3: BF16's,
+    // the remainders of −W, the second remainders of Tβ and P, and (inputs
+    // other than bf16; these are f32) the k/q rows' remainders. Each piece is
+    // a multiple of the alignment.
     const size_t rows = 2048 + 32;
     const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
     const size_t bf16 = 16 * rows * 2 * 128 * 2 + 48 * rows * (128 * 2 + 128 * 2 + 4 * 4);
-    const size_t bf16x3 = bf16 + 48 * rows * 128 * 2 + 16 * rows * 2 * 128 * 2;
+    const size_t bf16x3_bf16_in = bf16 + 48 * rows * (128 + 64) * 2;
+    const size_t bf16x3 = bf16x3_bf16_in + 16 * rows * 2 * 128 * 2;
     for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
         p.precision = precision;
         const size_t one = precision == GDN_PRECISION_BF16     ? bf16
@@ -691,7 +694,6 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // BF16X3 with bf16 inputs: the k/q rows are exact in BF16, no remainders.
     p.precision = GDN_PRECISION_BF16X3;
     p.input_dtype = p.gate_dtype = GDN_DTYPE_BF16;
-    const size_t bf16x3_bf16_in = bf16 + 48 * rows * 128 * 2;
     CHECK(bytes(h200, 2048) == bf16x3_bf16_in);
     CHECK(bytes(h200, 32768) == 2 * bf16x3_bf16_in);
 }
@@ -735,19 +737,20 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
 TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation][dispatch]") {
     namespace policy = gdn::policy;
     // A split stage holds the k, q and −W rows twice (values and
-    // remainders): 71680 bytes at K = 128, 47104 at K = 64.
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, true) == 215040);
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 286720);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, true) == 141312);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 188416);
+    // remainders) and Tβ, P three times: 76800 bytes at K = 128, 52224 at
+    // K = 64.
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, true) == 230400);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 307200);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, true) == 156672);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 208896);
     // H100 / H200 (232448 bytes opt-in): three stages at K = 128, four at
     // K = 64; the A100 (166912): three at K = 64 (K = 128 does not fit).
     CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, true) == 3);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 232448, true) == 4);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, true) == 3);
     // The edge: four exactly where they fit.
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 188416, true) == 4);
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 188415, true) == 3);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 208896, true) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 208895, true) == 3);
 }
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {

@@ -45,11 +45,11 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
 // The register-state scan of the BF16/FP16/BF16X3 modes (chunk_scan_mma.cuh):
 // three or four stages of the loaded rows (the chunk's k and q rows and −W as
 // 16-bit values in rows of K + 8, with `split` (BF16X3) their remainders too;
-// Tβ and P as 16-bit values and remainders in rows of 40; four floats of
-// per-token factors; v in its own type, room for 32 rows of ncol + 4
-// four-byte values).
+// Tβ and P as 16-bit values and remainders in rows of 40, with `split` a
+// second remainder each; four floats of per-token factors; v in its own
+// type, room for 32 rows of ncol + 4 four-byte values).
 constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol, bool split = false) {
-    return (split ? 192 : 96) * size_t(K + 8) * 2 + 4 * 32 * 40 * 2 +
+    return (split ? 192 : 96) * size_t(K + 8) * 2 + (split ? 6 : 4) * 32 * 40 * 2 +
            sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
 }
 constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages, bool split = false) {
@@ -60,8 +60,8 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stage
 // each chunk's loads two chunk steps instead of one (H100/H200: 182272
 // bytes at K = 128 of 232448; not the A100's 166912, which takes four at
 // K = 64 only, 133120 bytes).
-// BF16X3 (split) needs 215040 bytes for three stages at K = 128 (H100/H200
-// only; elsewhere its requests take the TF32X3 scan where that fits), 141312
+// BF16X3 (split) needs 230400 bytes for three stages at K = 128 (H100/H200
+// only; elsewhere its requests take the TF32X3 scan where that fits), 156672
 // at K = 64.
 constexpr int32_t kCudaScanMmaMinStages = 3;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,

@@ -154,7 +154,8 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
         if (use_scan_mma(mode)) {
             w.kq16 = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
             w.W16 = c.take<uint16_t>(hv_rows * s.head_dim_k);
-            w.TP16 = c.take<uint16_t>(hv_rows * 128);
+            w.TP16 = c.take<uint16_t>(hv_rows * (mode == ScanMode::kBf16x3 ? kTp16Row<ScanMode::kBf16x3>
+                                                                            : kTp16Row<ScanMode::kBf16>));
             w.F4 = c.take<float>(hv_rows * 4);
             if (mode == ScanMode::kBf16x3) {
                 w.W16lo = c.take<uint16_t>(hv_rows * s.head_dim_k);

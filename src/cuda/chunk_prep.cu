@@ -118,6 +118,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     const bool exact = (kBf16Operands<GRAM> && p.in_dt == GDN_DTYPE_BF16) ||
                        (GRAM == ScanMode::kFp16 && p.in_dt == GDN_DTYPE_F16);
     constexpr bool X3 = GRAM == ScanMode::kBf16x3;
+    constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
 #pragma unroll
     for (int m = 0; m < RW; ++m) {
         const int t = warp + kWarps * m;
@@ -308,9 +309,13 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 const float gt = __shfl_sync(0xffffffffu, gamma, t);
                 const float x = lane <= t ? expf(gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
                 if constexpr (MMA) {
+                    uint16_t* row = w.TP16 + (hrow + t) * TPW;
                     const uint16_t hi = to16(x);
-                    w.TP16[(hrow + t) * 128 + 64 + lane] = hi;
-                    w.TP16[(hrow + t) * 128 + 96 + lane] = to16(x - from16(hi));
+                    const float r = x - from16(hi);
+                    const uint16_t lo = to16(r);
+                    row[64 + lane] = hi;
+                    row[96 + lane] = lo;
+                    if constexpr (X3) row[160 + lane] = to16(r - from16(lo));  // the second remainder
                 } else {
                     tp[t * 64 + 32 + lane] = x;
                 }
@@ -418,11 +423,14 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             constexpr int LDT = 40;
             uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);
             const int64_t hrow = head_row();
-            uint16_t* tb = w.TP16 + hrow * 128;
+            uint16_t* tb = w.TP16 + hrow * TPW;
             auto put = [&](int t, int col, float x) {
                 const uint16_t hi = to16(x);
-                tb[t * 128 + col] = hi;
-                tb[t * 128 + 32 + col] = to16(x - from16(hi));
+                const float r = x - from16(hi);
+                const uint16_t lo = to16(r);
+                tb[t * TPW + col] = hi;
+                tb[t * TPW + 32 + col] = lo;
+                if constexpr (X3) tb[t * TPW + 128 + col] = to16(r - from16(lo));  // the second remainder
             };
             // BF16X3: its remainders too, block (0, 0)'s in the upper right
             // block, rows 16..31's in rows 32..47 (48 rows of 40 halves fit

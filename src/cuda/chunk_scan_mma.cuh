@@ -84,6 +84,16 @@ __device__ __forceinline__ void acc_to_a(const float (&x)[N][4], int s, uint32_t
     a[3] = mma::pack_split<MODE>(x[2 * s + 1][2], x[2 * s + 1][3], lo ? &(*lo)[3] : nullptr);
 }
 
+// The same as three terms a[0] + a[1] + a[2] (BF16X3's D, D2 and v).
+template <ScanMode MODE, int N>
+__device__ __forceinline__ void acc_to_a3(const float (&x)[N][4], int s, uint32_t (&a)[3][4]) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const float* t = x[2 * s + (r >> 1)] + 2 * (r & 1);
+        a[0][r] = mma::pack_split3<MODE>(t[0], t[1], a[1][r], a[2][r]);
+    }
+}
+
 // Element type of the output.
 template <typename T>
 __device__ __forceinline__ T out_cast(float x);
@@ -128,7 +138,7 @@ constexpr int kLd32 = 40;
 // four of them): the chunk's k and q rows and the prep's operands as 16-bit
 // values (−W; Tβ = T diag(β) and P, each a value and its remainder), the
 // per-token factors, and v. With SPLIT (BF16X3) the remainders of the k/q
-// rows and of −W too.
+// rows and of −W too, and second remainders of Tβ and P.
 template <int K, int NCOL, bool SPLIT>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
@@ -139,8 +149,10 @@ struct Stage {
                                      : kKQLo;
     static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           //   its remainders,
     static constexpr int kP = kTbLo + 32 * kLd32 * 2;            //   P,
-    static constexpr int kPLo = kP + 32 * kLd32 * 2;             //   its remainders
-    static constexpr int kF = kPLo + 32 * kLd32 * 2;             // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
+    static constexpr int kPLo = kP + 32 * kLd32 * 2;             //   its remainders,
+    static constexpr int kTbLo2 = kPLo + 32 * kLd32 * 2;         //   SPLIT: Tβ's second remainders,
+    static constexpr int kPLo2 = kTbLo2 + 32 * kLd32 * 2;        //   SPLIT: P's
+    static constexpr int kF = (SPLIT ? kPLo2 : kPLo) + 32 * kLd32 * 2;  // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
     static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, SPLIT)), "stage layout");
@@ -234,13 +246,21 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const int r_kq = lane / PKQ, r_tp = lane >> 4, r_v = lane / PV;
         const uint16_t* const kq_lane = w.kq16 + (int64_t(kh) * w.rows + r_kq) * 2 * K + (lane % PKQ) * 8;
         const uint16_t* const w_lane = w.W16 + (int64_t(h) * w.rows + r_kq) * K + (lane % PKQ) * 8;
-        // BF16X3: the remainders' rows, at the same offsets (k/q: not for BF16 inputs).
-        const int64_t kq_off = kq_lane - w.kq16, w_off = w_lane - w.W16;
+        // BF16X3: the remainders' rows, at the same offsets (k/q: not for
+        // BF16 inputs); it addresses both arrays from one offset each (fewer
+        // registers live than a pointer per array).
         const bool kq_lo = X3 && w.kq16lo != nullptr;
-        // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4 each).
+        const int64_t kq_off = kq_lane - w.kq16, w_off = w_lane - w.W16;
+        // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4
+        // each; the stage's arrays from kTb on, in this order); BF16X3 adds
+        // 8: Tβ's and P's second remainders (the stage's next two arrays).
+        constexpr int TPW = kTp16Row<MODE>;
         const int tp_piece = lane & 15;
-        const uint16_t* const tp_lane = w.TP16 + (int64_t(h) * w.rows + r_tp) * 128 + tp_piece * 8;
+        const uint16_t* const tp_lane = w.TP16 + (int64_t(h) * w.rows + r_tp) * TPW + tp_piece * 8;
         const int tp_dst = St::kTb / 2 + (tp_piece >> 2) * 32 * kLd32 + r_tp * kLd32 + (tp_piece & 3) * 8;
+        const int tp2_piece = 16 + (lane & 7), r_tp2 = lane >> 3;  // X3: 4 rows a step
+        const uint16_t* const tp2_lane = w.TP16 + (int64_t(h) * w.rows + r_tp2) * TPW + tp2_piece * 8;
+        const int tp2_dst = St::kTb / 2 + (tp2_piece >> 2) * 32 * kLd32 + r_tp2 * kLd32 + (tp2_piece & 3) * 8;
         const float* const f_lane = w.F4 + (int64_t(h) * w.rows + lane) * 4;
         const unsigned char* const v_lane =
             reinterpret_cast<const unsigned char*>(v_in + r_v * p.v_tok + int64_t(h) * p.v_head + v0) +
@@ -253,7 +273,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 const int64_t row0 = c.cs - win0;
                 // k/q rows: k rows 0..31, q rows 32..63 of the stage.
                 auto kq_rows = [&](const uint16_t* rows16, int at) {
-                    const uint16_t* src = rows16 + kq_off + row0 * 2 * K;
+                    const uint16_t* src = (X3 ? rows16 + kq_off : kq_lane) + row0 * 2 * K;
                     uint16_t* dst = reinterpret_cast<uint16_t*>(sb + at) + r_kq * LD + (lane % PKQ) * 8;
 #pragma unroll
                     for (int i = 0; i < PKQ; ++i) {
@@ -265,7 +285,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 };
                 // −W rows, as the k rows.
                 auto w_rows = [&](const uint16_t* rows16, int at) {
-                    const uint16_t* src = rows16 + w_off + row0 * K;
+                    const uint16_t* src = (X3 ? rows16 + w_off : w_lane) + row0 * K;
                     uint16_t* dst = reinterpret_cast<uint16_t*>(sb + at) + r_kq * LD + (lane % PKQ) * 8;
 #pragma unroll
                     for (int i = 0; i < PKQ; ++i) {
@@ -279,14 +299,23 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     if (kq_lo) kq_rows(w.kq16lo, St::kKQLo);
                     w_rows(w.W16lo, St::kWLo);
                 }
-                // Tβ and P rows: 16 pieces per token.
+                // Tβ and P rows: 16 pieces per token (BF16X3: and 8).
                 {
-                    const uint16_t* src = tp_lane + row0 * 128;
+                    const uint16_t* src = tp_lane + row0 * TPW;
                     uint16_t* dst = reinterpret_cast<uint16_t*>(sb) + tp_dst;
 #pragma unroll
                     for (int i = 0; i < 16; ++i) {
                         const bool ok = FULL || r_tp + 2 * i < L;
-                        cp_async16(dst + 2 * i * kLd32, ok ? src + 2 * i * 128 : w.TP16, ok ? 16 : 0);
+                        cp_async16(dst + 2 * i * kLd32, ok ? src + 2 * i * TPW : w.TP16, ok ? 16 : 0);
+                    }
+                }
+                if constexpr (X3) {
+                    const uint16_t* src = tp2_lane + row0 * TPW;
+                    uint16_t* dst = reinterpret_cast<uint16_t*>(sb) + tp2_dst;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const bool ok = FULL || r_tp2 + 4 * i < L;
+                        cp_async16(dst + 4 * i * kLd32, ok ? src + 4 * i * TPW : w.TP16, ok ? 16 : 0);
                     }
                 }
                 // The per-token factors.
@@ -491,6 +520,44 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         }
     };
 
+    // BF16X3: the same with A as na (1: exact, or 3) terms and M as three
+    // (value m0, remainders m1, m2): the term pairs i + j <= 2, the smallest
+    // first (what is left out is ~2^-24 of the product).
+    auto small_product3 = [&](float(&acc)[4][4], const uint32_t(&a)[3][4], int na,
+                              const unsigned char* m0, const unsigned char* m1,
+                              const unsigned char* m2, int nn, int s) {
+        uint32_t r0[4], r1[4], r2[4];
+        const int at = ld_y32 + 16 * nn * kLd32 + 16 * s;
+        mma::ldmatrix_x4<false>(r0, reinterpret_cast<const uint16_t*>(m0) + at);
+        mma::ldmatrix_x4<false>(r1, reinterpret_cast<const uint16_t*>(m1) + at);
+        mma::ldmatrix_x4<false>(r2, reinterpret_cast<const uint16_t*>(m2) + at);
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+            float(&c)[4] = acc[2 * nn + x];
+            const uint32_t b0[2] = {r0[2 * x], r0[2 * x + 1]}, b1[2] = {r1[2 * x], r1[2 * x + 1]},
+                           b2[2] = {r2[2 * x], r2[2 * x + 1]};
+            if (na == 3) {
+                mma::mma16<MODE>(c, a[2], b0);
+                mma::mma16<MODE>(c, a[1], b1);
+            }
+            mma::mma16<MODE>(c, a[0], b2);
+            if (na == 3) mma::mma16<MODE>(c, a[1], b0);
+            mma::mma16<MODE>(c, a[0], b1);
+            mma::mma16<MODE>(c, a[0], b0);
+        }
+    };
+    // D2ᵀ = e^{γ_last−γ_t} kf_t Dᵀ (zero past the chunk's end).
+    auto d2_of = [&](const float(&dd)[4][4], float(&d2)[4][4], const float4* F) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float f = F[8 * j + 2 * tq + e].x;
+                d2[j][e] = f * dd[j][e];
+                d2[j][2 + e] = f * dd[j][2 + e];
+            }
+    };
+
 #pragma unroll 1
     for (int si = 0;; si = si == STAGES - 1 ? 0 : si + 1) {
         const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
@@ -509,13 +576,14 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         float d[4][4] = {};
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            uint32_t va[4], va_lo[4] = {};
+            // vᵀ as a value and its remainder (BF16X3: three terms).
+            uint32_t va[3][4] = {};
             if (v_exact) {
                 // 16-bit v of the mode's type: the raw pairs (tokens 2tq, + 1) are the operand.
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     const In* vr = vb + (16 * s + 8 * (r >> 1)) * LDV + 8 * (r & 1);
-                    va[r] = uint32_t(vr[0]) | uint32_t(vr[LDV]) << 16;
+                    va[0][r] = uint32_t(vr[0]) | uint32_t(vr[LDV]) << 16;
                 }
             } else {
                 float x[4][4];  // tiles 2s, 2s + 1 of vᵀ in accumulator order
@@ -527,11 +595,18 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                         x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
                         x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
                     }
-                acc_to_a<MODE>(x, s, va, &va_lo);
+                if constexpr (X3)
+                    acc_to_a3<MODE>(x, s, va);
+                else
+                    acc_to_a<MODE>(x, s, va[0], &va[1]);
             }
 #pragma unroll
-            for (int nn = s; nn < 2; ++nn)
-                small_product(d, va, va_lo, !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
+            for (int nn = s; nn < 2; ++nn) {
+                if constexpr (X3)
+                    small_product3(d, va, v_exact ? 1 : 3, sb + St::kTb, sb + St::kTbLo, sb + St::kTbLo2, nn, s);
+                else
+                    small_product(d, va[0], va[1], !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
+            }
         }
 
         // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K. BF16X3: Sᵀ,
@@ -573,23 +648,20 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             }
         }
 
-        // Dᵀ (value and remainder) and D2ᵀ = e^{γ_last−γ_t} kf_t Dᵀ (zero
-        // past the chunk's end) as A operands.
-        uint32_t da[2][4], da_lo[2][4], d2a[2][4], d2a_lo[2][4];  // d2a_lo: X3
-        {
+        // Dᵀ (value and remainder) and D2ᵀ as A operands. BF16X3: Dᵀ as three
+        // terms, D2ᵀ built after the outputs (from d, fewer registers live).
+        uint32_t da[2][4], da_lo[2][4], d2a[2][4];  // not X3
+        uint32_t da3[2][3][4];                      // X3
+        if constexpr (X3) {
+#pragma unroll
+            for (int s = 0; s < 2; ++s) acc_to_a3<MODE>(d, s, da3[s]);
+        } else {
             float d2[4][4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float f = F[8 * j + 2 * tq + e].x;
-                    d2[j][e] = f * d[j][e];
-                    d2[j][2 + e] = f * d[j][2 + e];
-                }
+            d2_of(d, d2, F);
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
                 acc_to_a<MODE>(d, s, da[s], &da_lo[s]);
-                acc_to_a<MODE>(d2, s, d2a[s], X3 ? &d2a_lo[s] : nullptr);
+                acc_to_a<MODE>(d2, s, d2a[s]);
             }
         }
 
@@ -608,8 +680,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll
-                for (int nn = s; nn < 2; ++nn)
-                    small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
+                for (int nn = s; nn < 2; ++nn) {
+                    if constexpr (X3)
+                        small_product3(yq, da3[s], 3, sb + St::kP, sb + St::kPLo, sb + St::kPLo2, nn, s);
+                    else
+                        small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
+                }
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass)
                 store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
@@ -621,14 +697,22 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
         }
 
-        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2). BF16X3: D2ᵀ (and k
-        // where not exact) as values and remainders.
+        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2). BF16X3: D2ᵀ as
+        // three terms, k (where not exact) as a value and its remainder: the
+        // term pairs i + j <= 2, the smallest first.
         {
             const float decay = F[0].z;
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[j][e] *= decay;
+            uint32_t d2a3[2][3][4];  // X3
+            if constexpr (X3) {
+                float d2[4][4];
+                d2_of(d, d2, F);
+#pragma unroll
+                for (int s = 0; s < 2; ++s) acc_to_a3<MODE>(d2, s, d2a3[s]);
+            }
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll
@@ -637,17 +721,26 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     const int at = ld_u + 16 * s * LD + 16 * jj;
                     mma::ldmatrix_x4<true>(r, kq + at);
                     if constexpr (X3) {
-                        mma::mma16<MODE>(S[2 * jj], d2a_lo[s], {r[0], r[1]});
-                        mma::mma16<MODE>(S[2 * jj + 1], d2a_lo[s], {r[2], r[3]});
+                        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                        mma::mma16<MODE>(S[2 * jj], d2a3[s][2], b0);
+                        mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][2], b1);
                         if (kq_lo) {
                             uint32_t rl[4];
                             mma::ldmatrix_x4<true>(rl, kql + at);
-                            mma::mma16<MODE>(S[2 * jj], d2a[s], {rl[0], rl[1]});
-                            mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {rl[2], rl[3]});
+                            const uint32_t l0[2] = {rl[0], rl[1]}, l1[2] = {rl[2], rl[3]};
+                            mma::mma16<MODE>(S[2 * jj], d2a3[s][1], l0);
+                            mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][1], l1);
+                            mma::mma16<MODE>(S[2 * jj], d2a3[s][0], l0);
+                            mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][0], l1);
                         }
+                        mma::mma16<MODE>(S[2 * jj], d2a3[s][1], b0);
+                        mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][1], b1);
+                        mma::mma16<MODE>(S[2 * jj], d2a3[s][0], b0);
+                        mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][0], b1);
+                    } else {
+                        mma::mma16<MODE>(S[2 * jj], d2a[s], {r[0], r[1]});
+                        mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {r[2], r[3]});
                     }
-                    mma::mma16<MODE>(S[2 * jj], d2a[s], {r[0], r[1]});
-                    mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {r[2], r[3]});
                 }
         }
 

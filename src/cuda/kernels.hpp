@@ -58,7 +58,8 @@ struct ChunkScratch {
     // BF16 (else null: BF16 rows are exact).
     uint16_t* W16lo;   // [Hv][rows][K]
     uint16_t* kq16lo;  // [Hk][rows][2][K]
-    uint16_t* TP16;  // [Hv][rows][128]: Tβ = T diag(β) and P, each a value and its remainder
+    uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
+                     // remainder (BF16X3: and a second remainder)
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
@@ -103,6 +104,10 @@ template <ScanMode M>
 inline constexpr bool kBf16Operands = M == ScanMode::kBf16 || M == ScanMode::kBf16x3;
 template <ScanMode M>
 inline constexpr bool kRegStateScan = M == ScanMode::kBf16 || M == ScanMode::kFp16 || M == ScanMode::kBf16x3;
+// 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
+// each); BF16X3 adds Tβ's and P's second remainders.
+template <ScanMode M>
+inline constexpr int kTp16Row = M == ScanMode::kBf16x3 ? 192 : 128;
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:

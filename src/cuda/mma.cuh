@@ -30,22 +30,42 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
     }
 }
 
+// The two floats of a register of 16-bit operands (the low half first).
+template <ScanMode MODE>
+__device__ __forceinline__ void unpack2(uint32_t r, float& x, float& y) {
+    if constexpr (kBf16Operands<MODE>) {
+        x = __uint_as_float(r << 16);
+        y = __uint_as_float(r & 0xffff0000u);
+    } else {
+        const __half2 h2 = *reinterpret_cast<const __half2*>(&r);
+        x = __low2float(h2);
+        y = __high2float(h2);
+    }
+}
+
 // x, y as 16-bit operands (x in the low half) and, with lo, the remainders.
 template <ScanMode MODE>
 __device__ __forceinline__ uint32_t pack_split(float x, float y, uint32_t* lo) {
     const uint32_t hi = pack2<MODE>(x, y);
     if (lo) {
         float hx, hy;
-        if constexpr (kBf16Operands<MODE>) {
-            hx = __uint_as_float(hi << 16);
-            hy = __uint_as_float(hi & 0xffff0000u);
-        } else {
-            const __half2 h2 = *reinterpret_cast<const __half2*>(&hi);
-            hx = __low2float(h2);
-            hy = __high2float(h2);
-        }
+        unpack2<MODE>(hi, hx, hy);
         *lo = pack2<MODE>(x - hx, y - hy);
     }
+    return hi;
+}
+
+// x, y as three 16-bit terms: the value, its remainder lo and the
+// remainder's remainder lo2 (BF16: x = hi + lo + lo2 exactly for FP32 x).
+template <ScanMode MODE>
+__device__ __forceinline__ uint32_t pack_split3(float x, float y, uint32_t& lo, uint32_t& lo2) {
+    const uint32_t hi = pack2<MODE>(x, y);
+    float hx, hy, lx, ly;
+    unpack2<MODE>(hi, hx, hy);
+    const float rx = x - hx, ry = y - hy;
+    lo = pack2<MODE>(rx, ry);
+    unpack2<MODE>(lo, lx, ly);
+    lo2 = pack2<MODE>(rx - lx, ry - ly);
     return hi;
 }
 
