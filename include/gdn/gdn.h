@@ -136,11 +136,11 @@ typedef enum gdn_precision_t {
                                  cores, CPU emulation) */
     GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation (CUDA tensor cores; elsewhere
                                  served by a more accurate path) */
-    GDN_PRECISION_BF16X3 = 4, /* tensor-core products on BF16 operands split into a value and
-                                 its remainder (~16 bits; three products), FP32 accumulation:
-                                 ~1e-5 from FP64, between TF32X3 (~1e-6) and FP16 (~3e-4) (CUDA
-                                 with the shared memory for it, H100/H200 at K = 128; elsewhere
-                                 a more accurate path) */
+    GDN_PRECISION_BF16X3 = 4, /* near-FP32 tensor-core products on BF16 operands split into a
+                                 value and one or two remainders, FP32 accumulation: ~3-6e-6
+                                 from FP64, between TF32X3 (~1e-6) and FP16 (~3e-4) (CUDA with
+                                 the shared memory for it, H100/H200 at K = 128; elsewhere a
+                                 more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

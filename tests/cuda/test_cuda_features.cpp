@@ -31,11 +31,12 @@ struct Mode {
     double vs_fp64, vs_cpu;
 };
 // The tensor-core bounds: TF32X3 (split operands, three products) is issue
-// 7's near-FP32 bound; BF16X3 splits into BF16 values and remainders (~16
-// bits, against TF32X3's 22; f32 and f16 inputs are split too): measured
-// 1.2-1.6e-5 on the H200 (2026-11-30, 2K-32K tokens), and 3.1e-5 on the
-// "every flag" shape, whose output norm divides by each row's RMS: bound
-// 8e-5 here (4e-5 in the parity tests); BF16/FP16 operands round the state, k, q and D to 8/11 bits per
+// 7's near-FP32 bound; BF16X3 splits into BF16 values and remainders (the
+// state, −W, k and q two terms): measured <= 5.5e-6 on the H200 on five of
+// these shapes (2026-11-30, c7920a5) and 3.3e-5 (out; state 4.9e-6) on the
+// "every flag" one (raw gates and an output norm that divides each row by
+// its RMS; its cause not isolated: the same 3.1e-5 before Tβ, P, D, D2 took
+// three terms): bound 8e-5 here (1e-5 in the parity tests); BF16/FP16 operands round the state, k, q and D to 8/11 bits per
 // product (the products accumulate in FP32 and the state stays FP32), so
 // their errors sit near 2^-9 / 2^-12 of the largest value, as
 // flash-linear-attention's bf16 kernels do (~5e-3, METHOD.md; 8e-3 here,
