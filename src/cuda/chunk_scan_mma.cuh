@@ -47,8 +47,10 @@
 // BF16X3 (ScanMode::kBf16x3) splits the rounded ones as well: Sᵀ, −W (and
 // the A operand of its product in the prep), D2ᵀ, and k, q, v where they are
 // not BF16 (the prep writes the k/q rows' remainders, w.kq16lo, and −W's,
-// w.W16lo; the stage holds them too): every product of the chunk step is
-// then hi·hi + hi·lo + lo·hi (~16 bits an operand; docs/perf-notes.md v17).
+// w.W16lo; the stage holds them too), and the operands that set its error
+// (Tβ, P, Dᵀ, D2ᵀ, v; docs/perf-notes.md v17, v18) take a second remainder:
+// three BF16 terms, exact for an FP32 value. A product keeps the term pairs
+// i + j <= 2 (hi·hi + hi·lo + lo·hi for two-term operands).
 // Accumulation and the state are FP32.
 #pragma once
 
