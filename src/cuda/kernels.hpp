@@ -95,8 +95,9 @@ enum class ScanMode : int {
     kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation and state
     kFp16 = 2,    // mma.sync m16n8k16, FP16 operands, FP32 accumulation and state
     kTf32x3 = 3,  // mma.sync m16n8k8, operands split into TF32 hi + lo, three products
-    kBf16x3 = 4,  // mma.sync m16n8k16, every operand a BF16 value + its BF16 remainder
-                  // (hi·hi + hi·lo + lo·hi), FP32 accumulation and state
+    kBf16x3 = 4,  // mma.sync m16n8k16, every operand a BF16 value + one BF16 remainder
+                  // (Tβ, P, D, D2, v: two), the term pairs i + j <= 2; FP32 accumulation
+                  // and state
 };
 // The modes whose 16-bit operands are BF16, and those of the register-state
 // scan (variables, not functions: device code reads them too).
