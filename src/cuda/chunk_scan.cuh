@@ -74,11 +74,16 @@ __device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, in
     return {-1, 0, 0};
 }
 
-__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t win0,
-                                            int64_t win1) {
-    const int64_t cs = c.cs + kChunk, eos = seq_end(p, c.n);
+// The chunk after c, given the end eos of c's sequence.
+__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t eos,
+                                            int64_t win0, int64_t win1) {
+    const int64_t cs = c.cs + kChunk;
     if (cs < eos && cs < win1) return {c.n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
     return first_chunk_from(p, c.n + 1, win0, win1);
+}
+__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t win0,
+                                            int64_t win1) {
+    return next_chunk(p, c, seq_end(p, c.n), win0, win1);
 }
 
 // The (K, NCOL) this scan is built for: the chunked path's K in {64, 128},

@@ -109,17 +109,30 @@ __device__ __forceinline__ __half out_cast<__half>(float x) { return __float2hal
 // Oᵀ tiles of a thread (tile j, [e]: token 8j + 2tq + (e & 1), column + 8 (e >> 1))
 // to row-major rows of stride ld starting at base = (token 2tq, first column);
 // only tokens < L.
+// A full chunk (every chunk but a sequence's last) takes the stores without
+// checks: straight-line code, no branch per store.
 template <typename T>
 __device__ __forceinline__ void store_tile(T* base, int64_t ld, const float (&o)[4][4], int tq, int L) {
+    if (L == kChunk) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            T* r = base + 8 * j * ld;
+            r[0] = out_cast<T>(o[j][0]);
+            r[8] = out_cast<T>(o[j][2]);
+            r[ld] = out_cast<T>(o[j][1]);
+            r[ld + 8] = out_cast<T>(o[j][3]);
+        }
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         T* r = base + 8 * j * ld;
         const int t = 8 * j + 2 * tq;
-        if (L == kChunk || t < L) {
+        if (t < L) {
             r[0] = out_cast<T>(o[j][0]);
             r[8] = out_cast<T>(o[j][2]);
         }
-        if (L == kChunk || t + 1 < L) {
+        if (t + 1 < L) {
             r[ld] = out_cast<T>(o[j][1]);
             r[ld + 8] = out_cast<T>(o[j][3]);
         }
@@ -489,6 +502,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 store_state(n, true);
     if (cur.n < 0) return;
     load_state(cur);
+    int64_t cur_end = seq_end(p, cur.n);
     block_barrier();
     block_barrier();
 
@@ -503,6 +517,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
     const int64_t o_col = norm_pass ? int64_t(h) * p.V + c0 : int64_t(h) * p.o_head + c0;
     const int v_at = (2 * tq) * LDV + 16 * warp + g;  // v of (token 2tq, column c0) in a stage
+    // This lane's row of the transposed ldmatrix of vᵀ (matrix lane / 8:
+    // tokens 8 (i / 2) + lane % 8, the warp's columns 8 (i % 2)..).
+    const int v_ldm = (8 * (lane >> 4) + (lane & 7)) * LDV + 16 * warp + 8 * ((lane >> 3) & 1);
 
     // acc (tiles 2nn, 2nn + 1) += A Mᵀ for step s of a 32 x 32 operand M
     // given as 16-bit values m_hi and remainders m_lo (B from M's rows):
@@ -562,12 +579,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
 #pragma unroll 1
     for (int si = 0;; si = si == STAGES - 1 ? 0 : si + 1) {
-        const Chunk nxt = scan::next_chunk(p, cur, win0, win1);
+        // The next chunk, from the end of cur's sequence kept in a register
+        // (no load of cu_seqlens on the chunk step's path).
+        const Chunk nxt = scan::next_chunk(p, cur, cur_end, win0, win1);
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo
         const uint16_t* Wl = reinterpret_cast<const uint16_t*>(sb + St::kWLo);    // X3
         const In* vb = reinterpret_cast<const In*>(sb + St::kV) + v_at;
+        const In* v16 = reinterpret_cast<const In*>(sb + St::kV) + v_ldm;  // v_exact
         const uint16_t* Wh = reinterpret_cast<const uint16_t*>(sb + St::kW);
         const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
         const int L = cur.L;
@@ -581,12 +601,11 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             // vᵀ as a value and its remainder (BF16X3: three terms).
             uint32_t va[3][4] = {};
             if (v_exact) {
-                // 16-bit v of the mode's type: the raw pairs (tokens 2tq, + 1) are the operand.
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const In* vr = vb + (16 * s + 8 * (r >> 1)) * LDV + 8 * (r & 1);
-                    va[0][r] = uint32_t(vr[0]) | uint32_t(vr[LDV]) << 16;
-                }
+                // 16-bit v of the mode's type is the operand as it is: one
+                // transposed ldmatrix (register r = tokens 16s + 8 (r / 2)..,
+                // columns 8 (r % 2).. of the warp's 16; rows of LDV elements,
+                // 16-byte aligned, their 8-row groups in distinct banks).
+                mma::ldmatrix_x4<true>(va[0], v16 + 16 * s * LDV);
             } else {
                 float x[4][4];  // tiles 2s, 2s + 1 of vᵀ in accumulator order
 #pragma unroll
@@ -748,7 +767,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window
             store_state(cur.n, false);
-            if (nxt.n >= 0) load_state(nxt);
+            if (nxt.n >= 0) {
+                load_state(nxt);
+                cur_end = seq_end(p, nxt.n);
+            }
         }
         if (nxt.n < 0) break;
         block_barrier();  // the next stage is loaded and its operands built
