@@ -61,7 +61,11 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     float* qk_s = kk_s + 32 * 33;                // [32][33] q̂_t·k̂_i
     float* a_all = qk_s + 32 * 33;               // [kWarps][32][32] A of the warp's value head
     float* f_s = a_all + kWarps * 32 * 32;       // [32][2] qf, kf (MMA)
+    // BF16X3, inputs other than BF16: the k and q rows' second remainders
+    // [2][32][LD16] for q·k, in the warps' A buffers (unused until the tasks).
+    uint16_t* r16x2 = reinterpret_cast<uint16_t*>(a_all);
     static_assert(64 * LD16 >= 2 * 32 * LD, "the rows' region holds either form");
+    static_assert(2 * 32 * LD16 * 2 <= kWarps * 32 * 32 * 4, "the second remainders fit the A buffers");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
 
@@ -144,6 +148,11 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     const uint16_t kl16 = to16(kx[j] - from16(kh16)), ql16 = to16(qx[j] - from16(qh16));
                     r16[(64 + t) * LD16 + lane + 32 * j] = kl16;
                     r16[(96 + t) * LD16 + lane + 32 * j] = ql16;
+                    // BF16X3: q·k takes the rows as three terms (exact for FP32).
+                    if constexpr (X3) {
+                        r16x2[t * LD16 + lane + 32 * j] = to16(kx[j] - from16(kh16) - from16(kl16));
+                        r16x2[(32 + t) * LD16 + lane + 32 * j] = to16(qx[j] - from16(qh16) - from16(ql16));
+                    }
                     // BF16X3: the scan's k/q remainders (w.kq16lo: not null
                     // for inputs other than BF16, which are never exact here).
                     if (X3 && t < L) {
@@ -187,6 +196,11 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         // 16x16 block b of the lower triangle ((0, 0), (1, 0), (1, 1)), K / 16
         // steps of two m16n8k16 (remainder products first, then the values),
         // scaled by the factors after the sum. The upper triangle is never read.
+        // BF16X3, inputs other than BF16: q·k of three-term rows, the term
+        // pairs i + j <= 2 (q̂·k̂ sets P, whose error the output norm
+        // amplifies on rows of small RMS: 2-term rows, 16 bits, left 3.6e-5 on
+        // the "every flag" test shape in a CPU model of this scan; k·k as two
+        // terms is enough there).
         if (warp < 6) {
             const int mat = warp / 3, blk = warp % 3;
             const int bm = blk == 0 ? 0 : 1, bn = blk == 2 ? 1 : 0;
@@ -195,6 +209,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             const uint16_t* a_row = r16 + (32 * mat + 16 * bm + (lane & 15)) * LD16 + (lane >> 4) * 8;
             const uint16_t* b_row =
                 r16 + (16 * bn + (lane >> 4) * 8 + (lane & 7)) * LD16 + ((lane >> 3) & 1) * 8;
+            const int x2_off = int(r16x2 - r16);  // X3: the second remainders' rows
             float acc[2][4] = {};
 #pragma unroll
             for (int s = 0; s < K / 16; ++s) {
@@ -205,6 +220,17 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     uint32_t al[4], bl[4];
                     mma::ldmatrix_x4<false>(al, a_row + 64 * LD16 + 16 * s);
                     mma::ldmatrix_x4<false>(bl, b_row + 64 * LD16 + 16 * s);
+                    if (X3 && mat == 1) {
+                        uint32_t a2[4], b2[4];
+                        mma::ldmatrix_x4<false>(a2, a_row + x2_off + 16 * s);
+                        mma::ldmatrix_x4<false>(b2, b_row + x2_off + 16 * s);
+                        mma::mma16<GRAM>(acc[0], a2, {b[0], b[1]});
+                        mma::mma16<GRAM>(acc[1], a2, {b[2], b[3]});
+                        mma::mma16<GRAM>(acc[0], al, {bl[0], bl[1]});
+                        mma::mma16<GRAM>(acc[1], al, {bl[2], bl[3]});
+                        mma::mma16<GRAM>(acc[0], a, {b2[0], b2[1]});
+                        mma::mma16<GRAM>(acc[1], a, {b2[2], b2[3]});
+                    }
                     mma::mma16<GRAM>(acc[0], al, {b[0], b[1]});
                     mma::mma16<GRAM>(acc[1], al, {b[2], b[3]});
                     mma::mma16<GRAM>(acc[0], a, {bl[0], bl[1]});
@@ -291,12 +317,24 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             g = gate_of(p, g_raw, h);
             if (t_task) beta = beta_of(p, b_raw);
         }
-        // γ_t = g_0 + ... + g_t
-        float gamma = g;
+        // γ_t = g_0 + ... + g_t. BF16X3: as gamma + glo, each addition's
+        // rounding error kept (TwoSum), so that e^{γ_t−γ_i} does not take the
+        // FP32 rounding of |γ| (raw gates reach |γ| ~ 10^2 in a chunk: ~1e-5
+        // relative in the CPU model, the FP32 floor of the "every flag" shape).
+        float gamma = g, glo = 0.0f;
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
             const float y = __shfl_up_sync(0xffffffffu, gamma, o);
-            if (lane >= o) gamma += y;
+            if constexpr (X3) {
+                const float yl = __shfl_up_sync(0xffffffffu, glo, o);
+                if (lane >= o) {
+                    const float sum = gamma + y, yv = sum - gamma;
+                    glo += yl + ((gamma - (sum - yv)) + (y - yv));
+                    gamma = sum;
+                }
+            } else if (lane >= o) {
+                gamma += y;
+            }
         }
         float* tp = MMA ? nullptr : w.TP + (int64_t(h) * w.rows + row0) * 64;
         // MMA: this head's rows of the scan's operands (TP16: Tβ, its
@@ -308,7 +346,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 #pragma unroll 4
             for (int t = 0; t < L; ++t) {
                 const float gt = __shfl_sync(0xffffffffu, gamma, t);
-                const float x = lane <= t ? expf(gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
+                const float glt = X3 ? __shfl_sync(0xffffffffu, glo, t) : 0.0f;
+                const float x = lane <= t ? expf(X3 ? (gt - gamma) + (glt - glo) : gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
                 if constexpr (MMA) {
                     uint16_t* row = w.TP16 + (hrow + t) * TPW;
                     const uint16_t hi = to16(x);
@@ -324,9 +363,11 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             if constexpr (MMA) {
                 // The per-token factors e^{γ_L−γ_t} kf_t, e^{γ_t} qf_t and the decay e^{γ_L}.
                 const float gl = __shfl_sync(0xffffffffu, gamma, L - 1);
+                const float gll = X3 ? __shfl_sync(0xffffffffu, glo, L - 1) : 0.0f;
                 if (lane < L)
-                    *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) = make_float4(
-                        expf(gl - gamma) * f_s[2 * lane + 1], expf(gamma) * f_s[2 * lane], expf(gl), 0.0f);
+                    *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) =
+                        make_float4(expf(X3 ? (gl - gamma) + (gll - glo) : gl - gamma) * f_s[2 * lane + 1],
+                                    expf(X3 ? gamma + glo : gamma) * f_s[2 * lane], expf(X3 ? gl + gll : gl), 0.0f);
             }
             return;
         }
@@ -334,8 +375,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 #pragma unroll 4
         for (int t = 0; t < 32; ++t) {
             const float gt = __shfl_sync(0xffffffffu, gamma, t);
+            const float glt = X3 ? __shfl_sync(0xffffffffu, glo, t) : 0.0f;
             const float bt = __shfl_sync(0xffffffffu, beta, t);
-            a_s[t * 32 + lane] = lane < t ? bt * expf(gt - gamma) * kk_s[t * 33 + lane] : 0.0f;
+            a_s[t * 32 + lane] = lane < t ? bt * expf(X3 ? (gt - gamma) + (glt - glo) : gt - gamma) * kk_s[t * 33 + lane] : 0.0f;
         }
         __syncwarp();
         // T = (I + A)^{-1} by 16x16 blocks, which shortens the dependent chain
@@ -419,7 +461,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             // done): rows of 40 halves (an ldmatrix's 8 rows in distinct
             // banks); its upper right block is never read.
             const float b_d = __shfl_sync(0xffffffffu, beta, o + j), b_l = __shfl_sync(0xffffffffu, beta, j);
-            const float sv = -(beta * expf(gamma) * f_s[2 * lane + 1]);
+            const float sv = -(beta * expf(X3 ? gamma + glo : gamma) * f_s[2 * lane + 1]);
             const float s_d = __shfl_sync(0xffffffffu, sv, o + j), s_l = __shfl_sync(0xffffffffu, sv, j);
             constexpr int LDT = 40;
             uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);
