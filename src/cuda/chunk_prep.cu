@@ -317,24 +317,18 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             g = gate_of(p, g_raw, h);
             if (t_task) beta = beta_of(p, b_raw);
         }
-        // γ_t = g_0 + ... + g_t. BF16X3: as gamma + glo, each addition's
-        // rounding error kept (TwoSum), so that e^{γ_t−γ_i} does not take the
-        // FP32 rounding of |γ| (raw gates reach |γ| ~ 10^2 in a chunk: ~1e-5
-        // relative in the CPU model, the FP32 floor of the "every flag" shape).
-        float gamma = g, glo = 0.0f;
+        // γ_t = g_0 + ... + g_t. BF16X3: e^{γ_t−γ_i} takes γ_t − γ_i as lane
+        // i's running sum of g_{i+1..t} in the A and P loops, rounded relative
+        // to the difference, not to |γ| (raw gates reach |γ| ~ 10^2 in a chunk:
+        // ~1e-5 relative from FP32 γ in the CPU model, the FP32 floor of the
+        // "every flag" shape). e^γ itself (qf's and s's factors, the decay)
+        // keeps the scan: an error of ~|γ| 2^-24 in γ <= 0 moves e^γ by at
+        // most ~2^-24 / e (the model: no change from a compensated scan).
+        float gamma = g;
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
             const float y = __shfl_up_sync(0xffffffffu, gamma, o);
-            if constexpr (X3) {
-                const float yl = __shfl_up_sync(0xffffffffu, glo, o);
-                if (lane >= o) {
-                    const float sum = gamma + y, yv = sum - gamma;
-                    glo += yl + ((gamma - (sum - yv)) + (y - yv));
-                    gamma = sum;
-                }
-            } else if (lane >= o) {
-                gamma += y;
-            }
+            if (lane >= o) gamma += y;
         }
         float* tp = MMA ? nullptr : w.TP + (int64_t(h) * w.rows + row0) * 64;
         // MMA: this head's rows of the scan's operands (TP16: Tβ, its
@@ -343,11 +337,14 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         if (!t_task) {
             const int64_t hrow = head_row();
             // P, column `lane` (MMA: as a 16-bit value and its remainder).
+            // BF16X3: run = γ_t − γ_lane for lane <= t; after the loop
+            // γ_{L−1} − γ_lane, the exponent of the factor below.
+            float run = 0.0f;
 #pragma unroll 4
             for (int t = 0; t < L; ++t) {
-                const float gt = __shfl_sync(0xffffffffu, gamma, t);
-                const float glt = X3 ? __shfl_sync(0xffffffffu, glo, t) : 0.0f;
-                const float x = lane <= t ? expf(X3 ? (gt - gamma) + (glt - glo) : gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
+                const float gt = __shfl_sync(0xffffffffu, X3 ? g : gamma, t);
+                if (X3 && lane < t) run += gt;
+                const float x = lane <= t ? expf(X3 ? run : gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
                 if constexpr (MMA) {
                     uint16_t* row = w.TP16 + (hrow + t) * TPW;
                     const uint16_t hi = to16(x);
@@ -363,21 +360,22 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             if constexpr (MMA) {
                 // The per-token factors e^{γ_L−γ_t} kf_t, e^{γ_t} qf_t and the decay e^{γ_L}.
                 const float gl = __shfl_sync(0xffffffffu, gamma, L - 1);
-                const float gll = X3 ? __shfl_sync(0xffffffffu, glo, L - 1) : 0.0f;
                 if (lane < L)
                     *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) =
-                        make_float4(expf(X3 ? (gl - gamma) + (gll - glo) : gl - gamma) * f_s[2 * lane + 1],
-                                    expf(X3 ? gamma + glo : gamma) * f_s[2 * lane], expf(X3 ? gl + gll : gl), 0.0f);
+                        make_float4(expf(X3 ? run : gl - gamma) * f_s[2 * lane + 1],
+                                    expf(gamma) * f_s[2 * lane], expf(gl), 0.0f);
             }
             return;
         }
-        // A, column `lane` (conflict-free stores).
+        // A, column `lane` (conflict-free stores; BF16X3: run as in P's loop,
+        // to t = 31: g = 0 past the chunk's end).
+        float run = 0.0f;
 #pragma unroll 4
         for (int t = 0; t < 32; ++t) {
-            const float gt = __shfl_sync(0xffffffffu, gamma, t);
-            const float glt = X3 ? __shfl_sync(0xffffffffu, glo, t) : 0.0f;
+            const float gt = __shfl_sync(0xffffffffu, X3 ? g : gamma, t);
+            if (X3 && lane < t) run += gt;
             const float bt = __shfl_sync(0xffffffffu, beta, t);
-            a_s[t * 32 + lane] = lane < t ? bt * expf(X3 ? (gt - gamma) + (glt - glo) : gt - gamma) * kk_s[t * 33 + lane] : 0.0f;
+            a_s[t * 32 + lane] = lane < t ? bt * expf(X3 ? run : gt - gamma) * kk_s[t * 33 + lane] : 0.0f;
         }
         __syncwarp();
         // T = (I + A)^{-1} by 16x16 blocks, which shortens the dependent chain
@@ -461,7 +459,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             // done): rows of 40 halves (an ldmatrix's 8 rows in distinct
             // banks); its upper right block is never read.
             const float b_d = __shfl_sync(0xffffffffu, beta, o + j), b_l = __shfl_sync(0xffffffffu, beta, j);
-            const float sv = -(beta * expf(X3 ? gamma + glo : gamma) * f_s[2 * lane + 1]);
+            const float sv = -(beta * expf(gamma) * f_s[2 * lane + 1]);
             const float s_d = __shfl_sync(0xffffffffu, sv, o + j), s_l = __shfl_sync(0xffffffffu, sv, j);
             constexpr int LDT = 40;
             uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);
