@@ -34,7 +34,7 @@ struct Mode {
 // 7's near-FP32 bound, and so is BF16X3 (BF16 values and remainders): on the
 // H200 (2026-11-30, run 45) <= 5.6e-6 on all six shapes, 5.4e-6 (out) on the
 // "every flag" one, whose output norm divides each row by its RMS (3.3e-5
-// before the prep took q·k of three-term rows and a compensated γ). Against
+// before the prep took q·k of three-term rows and γ differences as running sums). Against
 // the CPU backend 1.5e-5: both paths' bounds, 1e-5 and 5e-6. BF16/FP16
 // operands round the state, k, q and D to 8/11 bits per
 // product (the products accumulate in FP32 and the state stays FP32), so
