@@ -325,6 +325,21 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         // keeps the scan: an error of ~|γ| 2^-24 in γ <= 0 moves e^γ by at
         // most ~2^-24 / e (the model: no change from a compensated scan).
         float gamma = g;
+        // e^{γ_t−γ_i} of the A and P loops. BF16/FP16: ex2.approx (~2^-22
+        // relative, and |x|·2^-24 from the scaling by log2 e), far below the
+        // ~2^-17 of the 16-bit value and remainder that P and Tβ become; two
+        // instructions instead of expf's ten. The FP32, TF32X3 and BF16X3
+        // modes keep expf; the per-token factors and the decay (FP32 operands
+        // of the scan, compounded over chunks) keep it in every mode.
+        auto exp_ap = [](float x) {
+            if constexpr (GRAM == ScanMode::kBf16 || GRAM == ScanMode::kFp16) {
+                float y;  // results below 2^-126 flush to zero
+                asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+                return y;
+            } else {
+                return expf(x);
+            }
+        };
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
             const float y = __shfl_up_sync(0xffffffffu, gamma, o);
@@ -344,7 +359,11 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             for (int t = 0; t < L; ++t) {
                 const float gt = __shfl_sync(0xffffffffu, X3 ? g : gamma, t);
                 if (X3 && lane < t) run += gt;
-                const float x = lane <= t ? expf(X3 ? run : gt - gamma) * qk_s[t * 33 + lane] : 0.0f;
+                // Branch-free: both operands for every lane, then a select
+                // (lanes past t may see an infinite exponential).
+                const float e = exp_ap(X3 ? run : gt - gamma);
+                const float qk = lane <= t ? qk_s[t * 33 + lane] : 0.0f;
+                const float x = lane <= t ? e * qk : 0.0f;
                 if constexpr (MMA) {
                     uint16_t* row = w.TP16 + (hrow + t) * TPW;
                     const uint16_t hi = to16(x);
@@ -375,7 +394,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             const float gt = __shfl_sync(0xffffffffu, X3 ? g : gamma, t);
             if (X3 && lane < t) run += gt;
             const float bt = __shfl_sync(0xffffffffu, beta, t);
-            a_s[t * 32 + lane] = lane < t ? bt * expf(X3 ? run : gt - gamma) * kk_s[t * 33 + lane] : 0.0f;
+            const float e = exp_ap(X3 ? run : gt - gamma);  // as in P's loop: no branch
+            const float kk = lane < t ? kk_s[t * 33 + lane] : 0.0f;
+            a_s[t * 32 + lane] = lane < t ? bt * e * kk : 0.0f;
         }
         __syncwarp();
         // T = (I + A)^{-1} by 16x16 blocks, which shortens the dependent chain
