@@ -703,11 +703,12 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
           "[validation][dispatch]") {
     namespace policy = gdn::policy;
     // 64 columns: a stage of loaded rows (with the prep's operands) is 45568
-    // bytes at K = 128, 33280 at K = 64.
+    // bytes at K = 128, 33280 at K = 64; four stages add the compute warps'
+    // output rows, 4 x 1 KB.
     CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3) == 136704);
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4) == 182272);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4) == 186368);
     CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3) == 99840);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4) == 133120);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4) == 137216);
     // A100 (166912 bytes opt-in): three stages at K = 128, four at K = 64.
     CHECK(policy::cuda_scan_mma_stages(128, 64, 166912) == 3);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 166912) == 4);
@@ -715,8 +716,8 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
     CHECK(policy::cuda_scan_mma_stages(128, 64, 232448) == 4);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 232448) == 4);
     // The edge: four exactly where they fit.
-    CHECK(policy::cuda_scan_mma_stages(128, 64, 182272) == 4);
-    CHECK(policy::cuda_scan_mma_stages(128, 64, 182271) == 3);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 186368) == 4);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 186367) == 3);
     // Three stages decide whether a card takes the path at all: 136704 bytes
     // at K = 128 is enough, one byte less is not.
     Fixture f;
@@ -738,19 +739,19 @@ TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation
     namespace policy = gdn::policy;
     // A split stage holds the k, q and −W rows twice (values and
     // remainders) and Tβ, P three times: 76800 bytes at K = 128, 52224 at
-    // K = 64.
+    // K = 64 (four stages: and the output rows, 4 x 1 KB).
     CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, true) == 230400);
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 307200);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 311296);
     CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, true) == 156672);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 208896);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 212992);
     // H100 / H200 (232448 bytes opt-in): three stages at K = 128, four at
     // K = 64; the A100 (166912): three at K = 64 (K = 128 does not fit).
     CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, true) == 3);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 232448, true) == 4);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, true) == 3);
     // The edge: four exactly where they fit.
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 208896, true) == 4);
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 208895, true) == 3);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 212992, true) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, true) == 3);
 }
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {

@@ -52,14 +52,18 @@ constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol, bool split =
     return (split ? 192 : 96) * size_t(K + 8) * 2 + (split ? 6 : 4) * 32 * 40 * 2 +
            sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
 }
+// With four stages, each compute warp (16 columns) also has 1 KB to turn its
+// 16-bit outputs into 16-byte rows (sm_90's stmatrix; chunk_scan_mma.cuh).
+constexpr size_t cuda_scan_mma_out_bytes(int32_t ncol) { return size_t(ncol / 16) * 1024; }
 constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages, bool split = false) {
-    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol, split);
+    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol, split) +
+           (stages == 4 ? cuda_scan_mma_out_bytes(ncol) : 0);
 }
 // The path needs three stages (136704 bytes at K = 128, 99840 at K = 64);
 // a fourth, where it fits the device's opt-in shared memory per block, gives
-// each chunk's loads two chunk steps instead of one (H100/H200: 182272
-// bytes at K = 128 of 232448; not the A100's 166912, which takes four at
-// K = 64 only, 133120 bytes).
+// each chunk's loads two chunk steps instead of one (H100/H200: 186368
+// bytes at K = 128 of 232448, the output rows included; not the A100's
+// 166912, which takes four at K = 64 only, 137216 bytes).
 // BF16X3 (split) needs 230400 bytes for three stages at K = 128 (H100/H200
 // only; elsewhere its requests take the TF32X3 scan where that fits), 156672
 // at K = 64.

@@ -139,6 +139,47 @@ __device__ __forceinline__ void store_tile(T* base, int64_t ld, const float (&o)
     }
 }
 
+// A full chunk's 16-bit outputs as 16-byte rows (sm_90): the thread's Oᵀ
+// tiles packed in pairs (tile j, [e], [e + 1]: column c, tokens 8j + 2tq,
+// + 1) are the fragments of 8x8 matrices (columns x tokens), which stmatrix
+// stores transposed into the warp's 1 KB, ob: 32 token rows of 16 columns,
+// 32 bytes, their two 16-byte halves swapped on rows 4..7 of every 8 (so
+// that neither the matrix stores nor the row loads share a bank); then each
+// lane copies two 16-byte pieces to base (token 0, the warp's column 0),
+// rows of stride ld. Instead of sixteen 2-byte stores a lane, two.
+template <typename T>
+__device__ __forceinline__ void store_tile_rows(T* base, int64_t ld, const float (&o)[4][4],
+                                                unsigned char* ob, int lane) {
+    static_assert(sizeof(T) == 2, "16-bit outputs");
+    auto pack = [](float lo, float hi) {
+        if constexpr (std::is_same_v<T, __half>) {
+            const __half2 h = __floats2half2_rn(lo, hi);
+            return *reinterpret_cast<const uint32_t*>(&h);
+        } else {
+            const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+            return *reinterpret_cast<const uint32_t*>(&h);
+        }
+    };
+    // Matrix m = lane / 8 of a store: tile 2x + m / 2, column half m % 2;
+    // this lane gives the address of its stored row lane % 8.
+    const int m = lane >> 3, i = lane & 7;
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+        const int row = 8 * (2 * x + (m >> 1)) + i;
+        mma::stmatrix_x4_trans(ob + row * 32 + (((m & 1) ^ (i >> 2)) << 4),
+                               pack(o[2 * x][0], o[2 * x][1]), pack(o[2 * x][2], o[2 * x][3]),
+                               pack(o[2 * x + 1][0], o[2 * x + 1][1]), pack(o[2 * x + 1][2], o[2 * x + 1][3]));
+    }
+    __syncwarp();
+    // Piece q = lane + 32 r: token row (q % 8) + 8 (q / 16), column half (q / 8) % 2.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int q = lane + 32 * r, half = (q >> 3) & 1, row = (q & 7) + 8 * (q >> 4);
+        const uint4 v = *reinterpret_cast<const uint4*>(ob + row * 32 + ((half ^ ((row >> 2) & 1)) << 4));
+        *reinterpret_cast<uint4*>(base + row * ld + 8 * half) = v;
+    }
+}
+
 // Row stride (elements) of the staged v rows, kept in the input's type: the
 // Vᵀ operand reads (tokens 2tq + e, columns g) hit distinct banks (or share
 // a word) with NCOL + 4 (4-byte) and NCOL + 8 (2-byte) elements; rows are
@@ -516,6 +557,19 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
     const int64_t o_col = norm_pass ? int64_t(h) * p.V + c0 : int64_t(h) * p.o_head + c0;
+    // 16-bit outputs as 16-byte rows (store_tile_rows) where the device has
+    // stmatrix, the block has its warps' 1 KB each (four stages), and every
+    // output row of the block's columns is 16-byte aligned; the rest, and a
+    // sequence's last chunk, take store_tile.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr bool kRows = STAGES == 4;
+#else
+    constexpr bool kRows = false;
+#endif
+    const bool out_rows = kRows && !norm_pass && p.out_dt != GDN_DTYPE_F32 &&
+                          ((reinterpret_cast<uintptr_t>(p.out) | uint64_t(p.o_tok * 2) |
+                            uint64_t(p.o_head * 2)) & 15) == 0;
+    unsigned char* const ob = base + STAGES * St::kBytes + warp * 1024;
     const int v_at = (2 * tq) * LDV + 16 * warp + g;  // v of (token 2tq, column c0) in a stage
     // This lane's row of the transposed ldmatrix of vᵀ (matrix lane / 8:
     // tokens 8 (i / 2) + lane % 8, the warp's columns 8 (i % 2)..).
@@ -670,7 +724,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         }
 
         // Dᵀ (value and remainder) and D2ᵀ as A operands. BF16X3: Dᵀ as three
-        // terms, D2ᵀ built after the outputs (from d, fewer registers live).
+        // terms, D2ᵀ built in the update, after the outputs (from d, fewer
+        // registers live).
         uint32_t da[2][4], da_lo[2][4], d2a[2][4];  // not X3
         uint32_t da3[2][3][4];                      // X3
         if constexpr (X3) {
@@ -686,42 +741,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             }
         }
 
-        // Oᵀ = e^γ qf Yqᵀ + Dᵀ Pᵀ, then the outputs of the chunk's tokens.
-        {
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float f = F[8 * j + 2 * tq + e].y;
-                    yq[j][e] *= f;
-                    yq[j][2 + e] *= f;
-                }
-            // P is lower triangular (the prep writes the zeros): tokens 0..15
-            // (tiles 0, 1) take only the first 16-token step.
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-                for (int nn = s; nn < 2; ++nn) {
-                    if constexpr (X3)
-                        small_product3(yq, da3[s], 3, sb + St::kP, sb + St::kPLo, sb + St::kPLo2, nn, s);
-                    else
-                        small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
-                }
-            const int64_t tok = cur.cs + 2 * tq;
-            if (norm_pass)
-                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
-            else if (p.out_dt == GDN_DTYPE_BF16)
-                store_tile(static_cast<__nv_bfloat16*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
-            else if (p.out_dt == GDN_DTYPE_F16)
-                store_tile(static_cast<__half*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
-            else
-                store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
-        }
-
-        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2). BF16X3: D2ᵀ as
-        // three terms, k (where not exact) as a value and its remainder: the
-        // term pairs i + j <= 2, the smallest first.
-        {
+        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k (k raw: kf is in D2). BF16X3: D2ᵀ as three
+        // terms, k (where not exact) as a value and its remainder: the term
+        // pairs i + j <= 2, the smallest first.
+        auto update = [&] {
             const float decay = F[0].z;
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
@@ -763,6 +786,55 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                         mma::mma16<MODE>(S[2 * jj + 1], d2a[s], {r[2], r[3]});
                     }
                 }
+        };
+
+        // Oᵀ = e^γ qf Yqᵀ + Dᵀ Pᵀ, then the outputs of the chunk's tokens.
+        auto outputs = [&] {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float f = F[8 * j + 2 * tq + e].y;
+                    yq[j][e] *= f;
+                    yq[j][2 + e] *= f;
+                }
+            // P is lower triangular (the prep writes the zeros): tokens 0..15
+            // (tiles 0, 1) take only the first 16-token step.
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+                for (int nn = s; nn < 2; ++nn) {
+                    if constexpr (X3)
+                        small_product3(yq, da3[s], 3, sb + St::kP, sb + St::kPLo, sb + St::kPLo2, nn, s);
+                    else
+                        small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
+                }
+            const int64_t tok = cur.cs + 2 * tq;
+            if (norm_pass) {
+                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
+            } else if (out_rows && L == kChunk) {
+                const int64_t at = cur.cs * o_ld + (o_col - g);  // token 0, the warp's column 0
+                if (p.out_dt == GDN_DTYPE_BF16)
+                    store_tile_rows(static_cast<__nv_bfloat16*>(p.out) + at, o_ld, yq, ob, lane);
+                else
+                    store_tile_rows(static_cast<__half*>(p.out) + at, o_ld, yq, ob, lane);
+            } else if (p.out_dt == GDN_DTYPE_BF16)
+                store_tile(static_cast<__nv_bfloat16*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
+            else if (p.out_dt == GDN_DTYPE_F16)
+                store_tile(static_cast<__half*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
+            else
+                store_tile(static_cast<float*>(p.out) + (tok * o_ld + o_col), o_ld, yq, tq, L);
+        };
+
+        // The state's chain first, so that the outputs' products and stores
+        // fill its latency; BF16X3 the other way round (at K = 128 the update
+        // first keeps more registers live: 48-60 bytes spilled instead of 4).
+        if constexpr (X3) {
+            outputs();
+            update();
+        } else {
+            update();
+            outputs();
         }
 
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window

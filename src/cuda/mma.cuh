@@ -115,6 +115,23 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #endif
 }
 
+// Four 8x8 matrices of 16-bit elements to shared memory, transposed (sm_90):
+// lanes 8i..8i+7 give the addresses of the stored rows of matrix i (16
+// bytes each); register i holds matrix i's (row lane / 4, columns 2 (lane %
+// 4) and + 1), which land in stored rows 2 (lane % 4) and + 1, column lane / 4.
+__device__ __forceinline__ void stmatrix_x4_trans(void* row, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                  uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(a),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+#else
+    (void)row, (void)r0, (void)r1, (void)r2, (void)r3;
+    __trap();  // callers check for sm_90 first
+#endif
+}
+
 // A float as TF32 (round to nearest, ties away), kept in a float's bits.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;

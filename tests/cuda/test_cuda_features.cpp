@@ -123,6 +123,16 @@ std::vector<Case> feature_cases() {
         cases.push_back({"cu_seqlens NULL, bf16 in, f16 out", s});
     }
     {
+        Spec s;  // bf16 out without the output norm, rows not 16-byte aligned: the
+                 // register-state scan's outputs take the 2-byte stores, not 16-byte rows
+        s.seq_lens = {100, 70};
+        s.hk = 1, s.hv = 2, s.k = 128, s.v = 64;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.row_pad = 3;
+        s.seed = 7;
+        cases.push_back({"bf16 out, rows padded by 3 elements", s});
+    }
+    {
         Spec s;  // decode batch: one token each, pool with padding, every flag, bf16
         s.seq_lens = std::vector<int32_t>(16, 1);
         s.hk = 2, s.hv = 6, s.k = s.v = 128;

@@ -35,6 +35,14 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // bf16 out, aligned rows: the register-state scan's 16-byte output
+                 // rows (sm_90, four stages) on full chunks, 2-byte stores on the last
+        s.seq_lens = {77, 40};
+        s.hk = 1, s.hv = 2, s.k = 128, s.v = 64;
+        s.input = s.output = GDN_DTYPE_BF16;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // decode with padding
         s.seq_lens = std::vector<int32_t>(6, 1);
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
