@@ -11,6 +11,8 @@
 // start at their sequence's first token and every 32 tokens after it; a tile
 // usually holds one chunk start, more where sequences begin inside it. The rows are written at the chunk's position in the
 // window, so chunks of different sequences never share a row.
+#include <type_traits>
+
 #include "common/dispatch.hpp"
 #include "cuda/device_common.cuh"
 #include "cuda/mma.cuh"
@@ -86,24 +88,58 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // overlaps the rows' and the products.
     if (warp < 2 * p.G) load_gates(warp);
 
-    // Warp `warp` owns rows warp + kWarps m; lane holds their elements
-    // lane + 32 j, the order of the sums of squares below. Every load in
-    // flight at once.
+    // Warp `warp` owns rows warp + kWarps m. Where every q and k row is
+    // aligned to J elements (VEC), lane holds their elements J lane .. J lane
+    // + J − 1, loaded and stored J at a time; otherwise lane + 32 j. The
+    // sums of squares below add a lane's elements in that order. Every load
+    // in flight at once.
     constexpr int RW = 32 / kWarps, J = K / 32;
-    static_assert(RW * kWarps == 32 && J * 32 == K, "whole rows per warp");
+    static_assert(RW * kWarps == 32 && (J == 2 || J == 4), "whole rows per warp");
+    const bool vec = ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.k) |
+                       uint64_t(p.q_tok * IN_BYTES) | uint64_t(p.q_head * IN_BYTES) |
+                       uint64_t(p.k_tok * IN_BYTES) | uint64_t(p.k_head * IN_BYTES)) &
+                      (J * IN_BYTES - 1)) == 0;
     In qb[RW][J], kb[RW][J];
+    auto load_rows = [&](auto vec_t) {
+        constexpr bool VEC = decltype(vec_t)::value;
+        // J elements of In from a row, as one load.
+        auto load = [&](const In* row, In (&x)[J]) {
+            if constexpr (VEC) {
+                const In* at = row + J * lane;
+                if constexpr (J * IN_BYTES == 16) {
+                    const uint4 v = __ldg(reinterpret_cast<const uint4*>(at));
+                    x[0] = In(v.x), x[1] = In(v.y), x[2] = In(v.z), x[3] = In(v.w);
+                } else if constexpr (J * IN_BYTES == 8) {
+                    const uint2 v = __ldg(reinterpret_cast<const uint2*>(at));
+                    if constexpr (J == 4)
+                        x[0] = In(v.x & 0xffffu), x[1] = In(v.x >> 16), x[2] = In(v.y & 0xffffu), x[3] = In(v.y >> 16);
+                    else
+                        x[0] = In(v.x), x[1] = In(v.y);
+                } else {
+                    const uint32_t v = __ldg(reinterpret_cast<const unsigned int*>(at));
+                    x[0] = In(v & 0xffffu), x[1] = In(v >> 16);
+                }
+            } else {
 #pragma unroll
-    for (int m = 0; m < RW; ++m) {
-        const int t = warp + kWarps * m;
-        const bool ok = t < L;
-        const In* qr = static_cast<const In*>(p.q) + ((cs + t) * p.q_tok + kh * p.q_head + lane);
-        const In* kr = static_cast<const In*>(p.k) + ((cs + t) * p.k_tok + kh * p.k_head + lane);
+                for (int j = 0; j < J; ++j) x[j] = __ldg(row + lane + 32 * j);
+            }
+        };
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            qb[m][j] = ok ? __ldg(qr + 32 * j) : In(0);
-            kb[m][j] = ok ? __ldg(kr + 32 * j) : In(0);
+        for (int m = 0; m < RW; ++m) {
+            const int t = warp + kWarps * m;
+            if (t < L) {
+                load(static_cast<const In*>(p.q) + ((cs + t) * p.q_tok + kh * p.q_head), qb[m]);
+                load(static_cast<const In*>(p.k) + ((cs + t) * p.k_tok + kh * p.k_head), kb[m]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < J; ++j) qb[m][j] = kb[m][j] = In(0);
+            }
         }
-    }
+    };
+    if (vec)
+        load_rows(std::true_type{});
+    else
+        load_rows(std::false_type{});
     __syncthreads();  // a previous chunk of this tile is done with the buffers
 
     // From the registers: the raw rows as 16-bit operands for the
@@ -124,71 +160,115 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                        (GRAM == ScanMode::kFp16 && p.in_dt == GDN_DTYPE_F16);
     constexpr bool X3 = GRAM == ScanMode::kBf16x3;
     constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
+    auto process_rows = [&](auto vec_t) {
+        constexpr bool VEC = decltype(vec_t)::value;
+        // A lane's J elements into a row (its first element at row), as one
+        // store where VEC.
+        auto put16 = [&](uint16_t* row, const uint16_t (&x)[J]) {
+            if constexpr (VEC) {
+                uint16_t* at = row + J * lane;
+                if constexpr (J == 4)
+                    *reinterpret_cast<uint2*>(at) = make_uint2(uint32_t(x[0]) | (uint32_t(x[1]) << 16),
+                                                               uint32_t(x[2]) | (uint32_t(x[3]) << 16));
+                else
+                    *reinterpret_cast<uint32_t*>(at) = uint32_t(x[0]) | (uint32_t(x[1]) << 16);
+            } else {
 #pragma unroll
-    for (int m = 0; m < RW; ++m) {
-        const int t = warp + kWarps * m;
-        float qx[J], kx[J];
+                for (int j = 0; j < J; ++j) row[lane + 32 * j] = x[j];
+            }
+        };
+        auto put32 = [&](float* row, const float (&x)[J]) {
+            if constexpr (VEC) {
+                float* at = row + J * lane;
+                if constexpr (J == 4)
+                    *reinterpret_cast<float4*>(at) = make_float4(x[0], x[1], x[2], x[3]);
+                else
+                    *reinterpret_cast<float2*>(at) = make_float2(x[0], x[1]);
+            } else {
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            qx[j] = Raw<IN_BYTES>::to_float(qb[m][j], bf16_in);
-            kx[j] = Raw<IN_BYTES>::to_float(kb[m][j], bf16_in);
-        }
-        if constexpr (MMA) {
-            uint16_t* dst = w.kq16 + ((int64_t(kh) * w.rows + row0 + t) * 2) * K + lane;
+                for (int j = 0; j < J; ++j) row[lane + 32 * j] = x[j];
+            }
+        };
+#pragma unroll
+        for (int m = 0; m < RW; ++m) {
+            const int t = warp + kWarps * m;
+            float qx[J], kx[J];
 #pragma unroll
             for (int j = 0; j < J; ++j) {
-                const uint16_t kh16 = to16(kx[j]), qh16 = to16(qx[j]);
+                qx[j] = Raw<IN_BYTES>::to_float(qb[m][j], bf16_in);
+                kx[j] = Raw<IN_BYTES>::to_float(kb[m][j], bf16_in);
+            }
+            if constexpr (MMA) {
+                uint16_t* dst = w.kq16 + ((int64_t(kh) * w.rows + row0 + t) * 2) * K;  // k row, q row
+                uint16_t kh16[J], qh16[J];
+#pragma unroll
+                for (int j = 0; j < J; ++j) kh16[j] = to16(kx[j]), qh16[j] = to16(qx[j]);
                 if (t < L) {
-                    dst[32 * j] = kh16;
-                    dst[K + 32 * j] = qh16;
+                    put16(dst, kh16);
+                    put16(dst + K, qh16);
                 }
-                r16[t * LD16 + lane + 32 * j] = kh16;
-                r16[(32 + t) * LD16 + lane + 32 * j] = qh16;
+                put16(r16 + t * LD16, kh16);
+                put16(r16 + (32 + t) * LD16, qh16);
                 if (!exact) {
-                    const uint16_t kl16 = to16(kx[j] - from16(kh16)), ql16 = to16(qx[j] - from16(qh16));
-                    r16[(64 + t) * LD16 + lane + 32 * j] = kl16;
-                    r16[(96 + t) * LD16 + lane + 32 * j] = ql16;
+                    uint16_t kl16[J], ql16[J];
+#pragma unroll
+                    for (int j = 0; j < J; ++j) {
+                        kl16[j] = to16(kx[j] - from16(kh16[j]));
+                        ql16[j] = to16(qx[j] - from16(qh16[j]));
+                    }
+                    put16(r16 + (64 + t) * LD16, kl16);
+                    put16(r16 + (96 + t) * LD16, ql16);
                     // BF16X3: q·k takes the rows as three terms (exact for FP32).
                     if constexpr (X3) {
-                        r16x2[t * LD16 + lane + 32 * j] = to16(kx[j] - from16(kh16) - from16(kl16));
-                        r16x2[(32 + t) * LD16 + lane + 32 * j] = to16(qx[j] - from16(qh16) - from16(ql16));
+                        uint16_t k2[J], q2[J];
+#pragma unroll
+                        for (int j = 0; j < J; ++j) {
+                            k2[j] = to16(kx[j] - from16(kh16[j]) - from16(kl16[j]));
+                            q2[j] = to16(qx[j] - from16(qh16[j]) - from16(ql16[j]));
+                        }
+                        put16(r16x2 + t * LD16, k2);
+                        put16(r16x2 + (32 + t) * LD16, q2);
                     }
                     // BF16X3: the scan's k/q remainders (w.kq16lo: not null
                     // for inputs other than BF16, which are never exact here).
                     if (X3 && t < L) {
                         uint16_t* lo = w.kq16lo + (dst - w.kq16);
-                        lo[32 * j] = kl16;
-                        lo[K + 32 * j] = ql16;
+                        put16(lo, kl16);
+                        put16(lo + K, ql16);
                     }
                 }
             }
-        }
-        float qq = 0.0f, kk = 0.0f;
-        if (p.flags & GDN_FLAG_QK_L2NORM) {
+            float qq = 0.0f, kk = 0.0f;
+            if (p.flags & GDN_FLAG_QK_L2NORM) {
 #pragma unroll
-            for (int j = 0; j < J; ++j) {
-                qq = fmaf(qx[j], qx[j], qq);
-                kk = fmaf(kx[j], kx[j], kk);
+                for (int j = 0; j < J; ++j) {
+                    qq = fmaf(qx[j], qx[j], qq);
+                    kk = fmaf(kx[j], kx[j], kk);
+                }
+                qq = warp_sum(qq);
+                kk = warp_sum(kk);
             }
-            qq = warp_sum(qq);
-            kk = warp_sum(kk);
-        }
-        const float qf = q_factor(p, qq), kf = k_factor(p, kk);
-        if constexpr (MMA) {
-            if (lane == 0) f_s[2 * t] = qf, f_s[2 * t + 1] = kf;
-        } else {
+            const float qf = q_factor(p, qq), kf = k_factor(p, kk);
+            if constexpr (MMA) {
+                if (lane == 0) f_s[2 * t] = qf, f_s[2 * t + 1] = kf;
+            } else {
+                float qs[J], ks[J];
 #pragma unroll
-            for (int j = 0; j < J; ++j) {
-                q_s[t * LD + lane + 32 * j] = qx[j] * qf;
-                k_s[t * LD + lane + 32 * j] = kx[j] * kf;
+                for (int j = 0; j < J; ++j) qs[j] = qx[j] * qf, ks[j] = kx[j] * kf;
+                put32(q_s + t * LD, qs);
+                put32(k_s + t * LD, ks);
+            }
+            if (!MMA && lane == 0 && t < L) {
+                float* f = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
+                f[0] = qf;
+                f[1] = kf;
             }
         }
-        if (!MMA && lane == 0 && t < L) {
-            float* f = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
-            f[0] = qf;
-            f[1] = kf;
-        }
-    }
+    };
+    if (vec)
+        process_rows(std::true_type{});
+    else
+        process_rows(std::false_type{});
     __syncthreads();
 
     if constexpr (MMA) {
@@ -351,6 +431,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         auto head_row = [&] { return int64_t(h) * w.rows + row0; };
         if (!t_task) {
             const int64_t hrow = head_row();
+            uint16_t* const p_lane = MMA ? w.TP16 + hrow * TPW + 64 + lane : nullptr;  // P's column `lane`
             // P, column `lane` (MMA: as a 16-bit value and its remainder).
             // BF16X3: run = γ_t − γ_lane for lane <= t; after the loop
             // γ_{L−1} − γ_lane, the exponent of the factor below.
@@ -365,13 +446,13 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 const float qk = lane <= t ? qk_s[t * 33 + lane] : 0.0f;
                 const float x = lane <= t ? e * qk : 0.0f;
                 if constexpr (MMA) {
-                    uint16_t* row = w.TP16 + (hrow + t) * TPW;
+                    uint16_t* row = p_lane + t * TPW;
                     const uint16_t hi = to16(x);
                     const float r = x - from16(hi);
                     const uint16_t lo = to16(r);
-                    row[64 + lane] = hi;
-                    row[96 + lane] = lo;
-                    if constexpr (X3) row[160 + lane] = to16(r - from16(lo));  // the second remainder
+                    row[0] = hi;
+                    row[32] = lo;
+                    if constexpr (X3) row[96] = to16(r - from16(lo));  // the second remainder
                 } else {
                     tp[t * 64 + 32 + lane] = x;
                 }
@@ -485,14 +566,18 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             constexpr int LDT = 40;
             uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);
             const int64_t hrow = head_row();
-            uint16_t* tb = w.TP16 + hrow * TPW;
-            auto put = [&](int t, int col, float x) {
+            // This lane's elements of Tβ's rows: column o + j of rows o.., and
+            // column j (16 + j for the zeros) of rows 8 hf.. and 16 + 8 hf..,
+            // at compile-time offsets from two pointers.
+            uint16_t* const tb_d = w.TP16 + (hrow + o) * TPW + o + j;
+            uint16_t* const tb_l = w.TP16 + (hrow + 8 * hf) * TPW + j;
+            auto put = [&](uint16_t* at, float x) {
                 const uint16_t hi = to16(x);
                 const float r = x - from16(hi);
                 const uint16_t lo = to16(r);
-                tb[t * TPW + col] = hi;
-                tb[t * TPW + 32 + col] = lo;
-                if constexpr (X3) tb[t * TPW + 128 + col] = to16(r - from16(lo));  // the second remainder
+                at[0] = hi;
+                at[32] = lo;
+                if constexpr (X3) at[128] = to16(r - from16(lo));  // the second remainder
             };
             // BF16X3: its remainders too, block (0, 0)'s in the upper right
             // block, rows 16..31's in rows 32..47 (48 rows of 40 halves fit
@@ -504,19 +589,29 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     ts[t < 16 ? t * LDT + 16 + col : (t + 16) * LDT + col] = to16(x - from16(hi));
             };
             static_assert(!X3 || 48 * LDT * 2 <= 32 * 32 * 4, "the remainders fit the warp's buffer");
+            // Rows t < L only; a full chunk (every chunk but a sequence's
+            // last) without the checks: straight-line stores.
+            auto put_rows = [&](auto full) {
+                constexpr bool FULL = decltype(full)::value;
+#pragma unroll
+                for (int t = 0; t < 16; ++t)
+                    if (FULL || o + t < L) put(tb_d + t * TPW, Td[t] * b_d);
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const int t = 8 * hf + r;
+                    if (FULL || t < L) put(tb_l + r * TPW + 16, 0.0f);
+                    if (FULL || 16 + t < L) put(tb_l + (16 + r) * TPW, t21[r] * b_l);
+                }
+            };
+            if (L == kChunk)
+                put_rows(std::true_type{});
+            else
+                put_rows(std::false_type{});
             __syncwarp();
 #pragma unroll
-            for (int t = 0; t < 16; ++t) {
-                if (o + t < L) put(o + t, o + j, Td[t] * b_d);
-                put_ts(o + t, o + j, Td[t] * s_d);
-            }
+            for (int t = 0; t < 16; ++t) put_ts(o + t, o + j, Td[t] * s_d);
 #pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                const int t = 8 * hf + r;
-                if (t < L) put(t, 16 + j, 0.0f);
-                if (16 + t < L) put(16 + t, j, t21[r] * b_l);
-                put_ts(16 + t, j, t21[r] * s_l);
-            }
+            for (int r = 0; r < 8; ++r) put_ts(16 + 8 * hf + r, j, t21[r] * s_l);
             __syncwarp();
             // −W = (−T diag(s)) k, 16 of K columns at a time (mma: A from ts,
             // lower block triangle only; B the raw 16-bit k rows), rounded to
@@ -533,6 +628,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     if constexpr (X3) mma::ldmatrix_x4<false>(al[mt][ks], at + (mt ? 16 * LDT : 16));
                 }
             const int ldk = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD16 + (lane >> 4) * 8;
+            // This lane's elements of −W's rows g.. (columns 2 tq, + 1 of a 16-column block).
+            uint16_t* const w_lane = w.W16 + (hrow + g) * K + 2 * tq;
 #pragma unroll 1
             for (int col0 = 0; col0 < K; col0 += 16) {
                 float acc[2][2][4] = {};
@@ -558,7 +655,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                         }
                     }
                 }
-                uint16_t* wr = w.W16 + hrow * K + col0 + 2 * tq;
+                uint16_t* const wr = w_lane + col0;
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -567,11 +664,12 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                         if (t >= L) continue;
 #pragma unroll
                         for (int nt = 0; nt < 2; ++nt) {
+                            const int at = (16 * mt + 8 * hh) * K + 8 * nt;  // from row g
                             uint32_t lo;
-                            *reinterpret_cast<uint32_t*>(wr + t * K + 8 * nt) = mma::pack_split<GRAM>(
+                            *reinterpret_cast<uint32_t*>(wr + at) = mma::pack_split<GRAM>(
                                 acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1], X3 ? &lo : nullptr);
                             if constexpr (X3)
-                                *reinterpret_cast<uint32_t*>(w.W16lo + (wr - w.W16) + t * K + 8 * nt) = lo;
+                                *reinterpret_cast<uint32_t*>(w.W16lo + (wr - w.W16) + at) = lo;
                         }
                     }
             }
