@@ -334,6 +334,9 @@ def shape_name(lens):
     return f"T = {lens[0]}" if len(lens) == 1 else f"{len(lens)} x {lens[0]}"
 
 
+PHASES = {}  # wall time of run_shape's phases (errors included), for the progress line
+
+
 def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
     """Times and errors of every method for one shape; returns (times, errors, err_note, paths)."""
     T = sum(lens)
@@ -353,12 +356,17 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
     do_err = T <= err_max_tokens
 
     # FP64 references: from the bf16-rounded inputs (gdn, fla bf16) and from the f32 ones (fla fp32-in).
+    # Each phase's wall time goes to PHASES (the progress line prints it).
+    PHASES.clear()
+    t_phase = time.time()
     refs = {}
     if do_err:
         refs["bf16"] = reference(qb, kb, vb, g, beta, h0, cu_cpu)
         if fla_chunk:
             refs["f32"] = reference(q, k, v, g, beta, h0, cu_cpu)
         torch.cuda.synchronize()
+    PHASES["FP64 refs"] = time.time() - t_phase
+    t_phase = time.time()
 
     for pname, pval in PRECISIONS:
         key = f"gdn {pname}"
@@ -376,6 +384,8 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
         times[key] = graph_time_ms(run)
         del out, st, run
 
+    PHASES["gdn"] = time.time() - t_phase
+    t_phase = time.time()
     if fla_chunk:
         def fla_call(x_q, x_k, x_v, state):
             qq, kk, vv, gg, bb = x_q[None], x_k[None], x_v[None], g[None], beta[None]
@@ -392,6 +402,7 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
                 del o, s
             times[key] = graph_time_ms(call)
             del call
+    PHASES["fla"] = time.time() - t_phase
     del refs
     torch.cuda.empty_cache()
     return times, errs, (shape_name(lens) if do_err else "not measured"), paths
@@ -405,7 +416,8 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens):
         r = run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed=10 + i)
         results.append((hv, lens) + r)
         # Errors on the progress line too: a run cut by its time limit keeps them.
-        print(f"  [{hv} value heads, {shape_name(lens)}: {time.time() - t0:.1f} s] "
+        print(f"  [{hv} value heads, {shape_name(lens)}: {time.time() - t0:.1f} s ("
+              + ", ".join(f"{k} {v:.1f} s" for k, v in PHASES.items()) + ")] "
               + ", ".join(f"{m} {r[0][m][0]:.4f}{r[0][m][1]}" for m in methods if m in r[0])
               + ("; errors (out / state) " + ", ".join(f"{m} {r[1][m]}" for m in methods if m in r[1])
                  if r[1] else ""))
