@@ -28,8 +28,10 @@
 // land within the chunk step that issues them; with four they get two chunk
 // steps, chunk i + 3's copies staying in flight across the barrier (one
 // cp.async commit group per chunk). The fourth stage costs 45 KB of shared
-// memory at K = 128: it is taken where it fits the device's opt-in limit
-// (policy::cuda_scan_mma_stages; three are the path's minimum).
+// memory at K = 128, and comes with 1 KB per compute warp for its outputs
+// as 16-byte rows (store_tile_rows, sm_90): both are taken where they fit
+// the device's opt-in limit (policy::cuda_scan_mma_stages; three stages are
+// the path's minimum).
 // - The prep (chunk_prep.cu) builds a chunk's operands beside the scan: −W
 //   (mma: A = −T diag(β e^γ kf) rounded to 16 bits, B = the raw k rows,
 //   exact; W rounded to 16 bits), Tβ and P as 16-bit values and
