@@ -418,8 +418,9 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
 // normalisation, before its sums and stores), so every warp has a state
 // load in flight nearly all the time. The state is double-buffered in
 // registers (S_cur, S_next: the loop is unrolled twice so the two swap
-// roles without moves); state loads and stores are cache-streaming (.cs:
-// evict-first in L1 and L2, the state is touched once). The math of a token
+// roles without moves). State loads and stores take the default cache
+// policy: evict-first (.cs) cost 2-5% here and in a plain in-place kernel
+// (docs/cuda.md, run 54). The math of a token
 // is decode_kernel's, expression for expression: the same bits.
 struct DecodeMeta {
     int32_t slot;      // < 0: padding, or no such item
@@ -494,7 +495,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
 #pragma unroll
         for (int e = 0; e < R; ++e) {
             const int r = 16 * (e / 4) + (e % 4);
-            S[e] = ld ? __ldcs(sc + uint32_t(r) * ldv) : 0.0f;
+            S[e] = ld ? sc[uint32_t(r) * ldv] : 0.0f;
         }
     };
     // Processes item i (meta mc, state Sc, first-token bits xc) and issues
@@ -563,7 +564,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
 #pragma unroll
             for (int e = 0; e < R; ++e) {
                 const int r = 16 * (e / 4) + (e % 4);
-                __stcs(sc + uint32_t(r) * ldv, Sc[e]);
+                sc[uint32_t(r) * ldv] = Sc[e];
             }
         }
     };
