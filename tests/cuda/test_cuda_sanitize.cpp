@@ -51,14 +51,36 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         s.num_state_slots = 6;
         specs.push_back(s);
     }
-    for (Spec s : specs) {
+    // Decode without the output norm: the streaming decode kernel, each block
+    // walking several items, with padding and zero starts mid-walk; V = 128
+    // is its compile-time-V instance, V = 64 the generic one. These run the
+    // sequential variants only (the chunked ones take a chunk per sequence
+    // and are slow under racecheck; the decode shape above runs them).
+    const size_t decode_from = specs.size();
+    for (int v : {128, 64}) {
+        Spec s;
+        const int n = v == 128 ? 400 : 300;
+        s.seq_lens = std::vector<int32_t>(n, 1);
+        s.hk = 1, s.hv = 2, s.k = s.v = v;
+        s.input = GDN_DTYPE_BF16;
+        s.num_state_slots = n;
+        s.state_indices.resize(n);
+        s.start_from_zero.resize(n);
+        for (int i = 0; i < n; ++i) {
+            s.state_indices[i] = i % 11 == 5 ? -1 : (i * 7) % n;  // a permutation, some padding
+            s.start_from_zero[i] = i % 13 == 3 ? 1 : 0;
+        }
+        specs.push_back(s);
+    }
+    for (size_t si = 0; si < specs.size(); ++si) {
+        Spec s = specs[si];
         // Sequential with the caps as probed and with one SM, chunked FP32,
         // the tensor-core scans: BF16 (the register-state scan, 64 columns
         // per block) with 8 SMs, TF32X3 (the shared-memory scan), and BF16X3
         // (the register-state scan with split operands) with the spec's
         // inputs and with the other of bf16 / f32 (the remainders of k, q
         // and v exist only for inputs other than bf16).
-        for (int variant = 0; variant < 7; ++variant) {
+        for (int variant = 0; variant < (si < decode_from ? 7 : 2); ++variant) {
             const gdn_algorithm_t algo = variant >= 2 ? GDN_ALGO_CHUNKED : GDN_ALGO_SEQUENTIAL;
             gdn_caps_t c = caps;
             if (variant == 1) c.multiprocessor_count = 1;
