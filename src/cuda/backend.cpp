@@ -89,11 +89,13 @@ gdn_status_t check_sequential_shape(const Shape& s) {
     return GDN_SUCCESS;
 }
 
-// The decode step (max_seqlen == 1) on a [K][V] state takes the decode
-// kernel, which gives the sequential kernel's bits (the same sums in the same
-// order), so this is a speed choice only. K in {64, 128}; its accesses are
+// The decode step (max_seqlen == 1) takes the decode kernel, which gives the
+// sequential kernel's bits (the same sums in the same order), so this is a
+// speed choice only. K in {64, 128}. On a [K][V] state its accesses are
 // 4-byte, so any V the sequential kernel takes and any slot alignment and
-// stride (offsets inside a head are 32-bit: K V < 2^31).
+// stride (offsets inside a head are 32-bit: K V < 2^31); on a [V][K] state
+// they are 16-byte, and it needs a 16-byte-aligned pool and slot stride and
+// no output norm (decode_takes_vk; otherwise the sequential kernel).
 // kDecodeBlocksPerSm: the batches below (sequences x value heads) <
 // kDecodeBlocksPerSm x SMs keep the sequential kernel. v2's decode kernel (4
 // warps and 128 state values per thread) needed 8 (H200, 2026-11-29, Hv 48: at
@@ -103,9 +105,8 @@ gdn_status_t check_sequential_shape(const Shape& s) {
 // kernel 6.6-6.8) and faster at N = 8 (20.05 µs), H200, so 0; v4 (persistent,
 // pipelined, the same work per thread) keeps it. Re-measure N = 1 and 8 before raising it.
 constexpr int64_t kDecodeBlocksPerSm = 0;
-bool use_decode_kernel(const gdn_caps_t& caps, const Shape& s, const Tensors& t) {
-    (void)t;
-    return s.max_seqlen == 1 && s.state_layout == GDN_STATE_KV &&
+bool use_decode_kernel(const gdn_caps_t& caps, const Shape& s, const Params& p) {
+    return s.max_seqlen == 1 && (s.state_layout == GDN_STATE_KV || decode_takes_vk(p)) &&
            (s.head_dim_k == 64 || s.head_dim_k == 128) &&
            (!s.output_norm() || s.head_dim_v <= kSeqMaxNormV) &&
            int64_t(s.head_dim_k) * s.head_dim_v < (int64_t(1) << 31) &&
@@ -320,7 +321,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         if (shape.output_norm())
             block_cols = shape.head_dim_v <= 32 ? 32 : shape.head_dim_v <= 64 ? 64 : 128;
         const int tile_tokens = shape.max_seqlen == 1 ? 1 : 16;
-        if (use_decode_kernel(caps, shape, tensors)) {
+        if (use_decode_kernel(caps, shape, p)) {
             if (cudaError_t e = launch_decode(p, stream))
                 return device_error("launching the CUDA decode kernel", e);
         } else if (cudaError_t e = launch_sequential(p, k_tile, block_cols, tile_tokens, stream)) {

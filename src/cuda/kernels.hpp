@@ -70,13 +70,16 @@ struct ChunkScratch {
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
                               cudaStream_t stream);
 
-// The decode step (max_seqlen == 1, [K][V] state, K in {64, 128}, any V and
-// slot stride; V <= 128 with the output norm): a persistent grid walking
-// (sequence, value head, column block) items with the next item's loads in
-// flight (decode_stream_kernel), or one block per row with the output norm
-// (decode_kernel). Gives the sequential kernel's bits (same sums in the same
-// order).
+// The decode step (max_seqlen == 1, K in {64, 128}; a [K][V] state of any V
+// and slot stride, V <= 128 with the output norm; a [V][K] state where
+// decode_takes_vk): a persistent grid walking (sequence, value head, column
+// block) items with the next item's loads in flight (decode_stream_kernel),
+// or one block per row with the output norm (decode_kernel, [K][V]). Gives
+// the sequential kernel's bits (same sums in the same order).
 cudaError_t launch_decode(const Params& p, cudaStream_t stream);
+// Whether the decode step takes a [V][K] state: no output norm, the pool and
+// its slot stride 16-byte aligned.
+bool decode_takes_vk(const Params& p);
 
 // The chunked path, one window of tokens [window_start, window_end) (chunk
 // starts; a chunk may run up to 31 tokens past window_end). `overlap`

@@ -431,7 +431,7 @@ struct DecodeMeta {
 // Blocks per SM the launch bounds ask for (<= 128 registers either way).
 constexpr int stream_min_blocks(int bc) { return bc == 32 ? 4 : 6; }
 
-template <int KT, int BC, int VT>
+template <int KT, int BC, int VT, bool VK>
 __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     decode_stream_kernel(const Params p, int32_t items) {
     constexpr int NT = BC * kSplit;
@@ -445,7 +445,12 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     __shared__ float decay_s, beta_s, kq_s;
 
     const int tid = threadIdx.x, lane = tid & 31;
-    const int part = tid / BC, cl = tid % BC;
+    // [K][V] (VK = false): a warp is 32 adjacent columns of one part, each
+    // state access one 128-byte row piece. [V][K] (VK): a warp is 8 columns
+    // x the 4 parts, lane = 4 column + part, and a thread's rows 16 j + 4 part
+    // .. + 3 are 16 contiguous bytes of its column: each access is 8 pieces
+    // of 64 bytes (16-byte aligned: the host checks the pool).
+    const int part = VK ? tid % kSplit : tid / BC, cl = VK ? tid / kSplit : tid % BC;
     const int32_t nv = VT > 0 ? VT : p.V;
     const int32_t col_blocks = (nv + BC - 1) / BC;
     const uint32_t ldv = VT > 0 ? uint32_t(VT) : uint32_t(p.V);
@@ -491,11 +496,26 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
         x[2 * QK + 1] = tok && tid == 0 ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
         x[2 * QK + 2] = tok && tid == 0 ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
         const bool ld = tok && !m.zero && col_ok;
-        const float* sc = ld ? head_state(p, m.slot, h) + (int64_t(4 * part) * p.V + c) : p.state;
+        if constexpr (VK) {
+            if (ld) {
+                const float4* sc =
+                    reinterpret_cast<const float4*>(head_state(p, m.slot, h) + (int64_t(c) * KT + 4 * part));
 #pragma unroll
-        for (int e = 0; e < R; ++e) {
-            const int r = 16 * (e / 4) + (e % 4);
-            S[e] = ld ? sc[uint32_t(r) * ldv] : 0.0f;
+                for (int j = 0; j < J; ++j) {
+                    const float4 x4 = sc[kSplit * j];
+                    S[4 * j] = x4.x, S[4 * j + 1] = x4.y, S[4 * j + 2] = x4.z, S[4 * j + 3] = x4.w;
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < R; ++e) S[e] = 0.0f;
+            }
+        } else {
+            const float* sc = ld ? head_state(p, m.slot, h) + (int64_t(4 * part) * p.V + c) : p.state;
+#pragma unroll
+            for (int e = 0; e < R; ++e) {
+                const int r = 16 * (e / 4) + (e % 4);
+                S[e] = ld ? sc[uint32_t(r) * ldv] : 0.0f;
+            }
         }
     };
     // Processes item i (meta mc, state Sc, first-token bits xc) and issues
@@ -560,11 +580,18 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             token(tok, vc, false);
         }
         if (col_ok) {
-            float* sc = head_state(p, mc.slot, h) + (int64_t(4 * part) * p.V + c);
+            if constexpr (VK) {
+                float4* sc = reinterpret_cast<float4*>(head_state(p, mc.slot, h) + (int64_t(c) * KT + 4 * part));
 #pragma unroll
-            for (int e = 0; e < R; ++e) {
-                const int r = 16 * (e / 4) + (e % 4);
-                sc[uint32_t(r) * ldv] = Sc[e];
+                for (int j = 0; j < J; ++j)
+                    sc[kSplit * j] = make_float4(Sc[4 * j], Sc[4 * j + 1], Sc[4 * j + 2], Sc[4 * j + 3]);
+            } else {
+                float* sc = head_state(p, mc.slot, h) + (int64_t(4 * part) * p.V + c);
+#pragma unroll
+                for (int e = 0; e < R; ++e) {
+                    const int r = 16 * (e / 4) + (e % 4);
+                    sc[uint32_t(r) * ldv] = Sc[e];
+                }
             }
         }
     };
@@ -638,13 +665,13 @@ constexpr int64_t kDecodeSmallGrid = 512;
 // occupancy calculator, once per device; the launch bounds' figure if it
 // fails). The grid is sized from it: a block that is not resident at the
 // start would run its items after the others.
-template <int KT, int BC, int VT>
+template <int KT, int BC, int VT, bool VK>
 int stream_blocks_per_sm(int device) {
     static std::atomic<int> cached[64];
     if (device >= 0 && device < 64)
         if (const int b = cached[device].load(std::memory_order_relaxed)) return b;
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_stream_kernel<KT, BC, VT>,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_stream_kernel<KT, BC, VT, VK>,
                                                       BC * kSplit, 0) != cudaSuccess ||
         b < 1) {
         (void)cudaGetLastError();  // not sticky; the caller checked that none was pending
@@ -654,34 +681,47 @@ int stream_blocks_per_sm(int device) {
     return b;
 }
 
-template <int KT, int BC, int VT>
+template <int KT, int BC, int VT, bool VK>
 cudaError_t launch_decode_stream(const Params& p, int64_t items, cudaStream_t stream) {
     int device = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&device)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device))
         return e;
-    const int64_t slots = int64_t(stream_blocks_per_sm<KT, BC, VT>(device)) * (sms > 0 ? sms : 1);
+    const int64_t slots = int64_t(stream_blocks_per_sm<KT, BC, VT, VK>(device)) * (sms > 0 ? sms : 1);
     // As many rounds as one full grid needs, the items spread evenly over
     // them: every block walks the same number of items (± 1).
     const int64_t rounds = (items + slots - 1) / slots;
     const int64_t grid = (items + rounds - 1) / rounds;
-    decode_stream_kernel<KT, BC, VT><<<unsigned(grid), BC * kSplit, 0, stream>>>(p, int32_t(items));
+    decode_stream_kernel<KT, BC, VT, VK><<<unsigned(grid), BC * kSplit, 0, stream>>>(p, int32_t(items));
     return cudaGetLastError();
 }
 
 template <int KT>
 cudaError_t launch_decode_v4(const Params& p, int bc, int64_t items, cudaStream_t stream) {
+    if (!p.state_kv)  // 16 columns (launch_decode)
+        return p.V == 128 ? launch_decode_stream<KT, 16, 128, true>(p, items, stream)
+                          : launch_decode_stream<KT, 16, 0, true>(p, items, stream);
     if (bc == 16)
-        return p.V == 128 ? launch_decode_stream<KT, 16, 128>(p, items, stream)
-                          : launch_decode_stream<KT, 16, 0>(p, items, stream);
-    return p.V == 128 ? launch_decode_stream<KT, 32, 128>(p, items, stream)
-                      : launch_decode_stream<KT, 32, 0>(p, items, stream);
+        return p.V == 128 ? launch_decode_stream<KT, 16, 128, false>(p, items, stream)
+                          : launch_decode_stream<KT, 16, 0, false>(p, items, stream);
+    return p.V == 128 ? launch_decode_stream<KT, 32, 128, false>(p, items, stream)
+                      : launch_decode_stream<KT, 32, 0, false>(p, items, stream);
 }
 
 }  // namespace
 
+bool decode_takes_vk(const Params& p) {
+    // 16-byte state accesses: the pool and its slot stride 16-byte aligned
+    // (the head and column offsets are, at K in {64, 128}); no output norm
+    // (v3's kernel is [K][V] only); item numbers in 32 bits.
+    return (p.K == 64 || p.K == 128) && !(p.flags & GDN_FLAG_OUTPUT_NORM) &&
+           (reinterpret_cast<uintptr_t>(p.state) % 16) == 0 && p.slot_stride % 4 == 0 &&
+           int64_t(p.num_seqs) * p.Hv * ((p.V + 15) / 16) <= (int64_t(1) << 30);
+}
+
 cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
-    if ((p.K != 64 && p.K != 128) || !p.state_kv || int64_t(p.K) * p.V >= (int64_t(1) << 31))
+    if ((p.K != 64 && p.K != 128) || int64_t(p.K) * p.V >= (int64_t(1) << 31) ||
+        (!p.state_kv && !decode_takes_vk(p)))
         return cudaErrorInvalidValue;
     if (p.flags & GDN_FLAG_OUTPUT_NORM) {
         // v3's kernel, one block per row: the smallest column tile that holds V.
@@ -692,7 +732,9 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
     // 32 columns per item; 16 where there are few items (N = 1 at Hv 48:
     // 384 items of 64 threads spread over more SMs than 192 of 128).
     const int64_t items32 = int64_t(p.num_seqs) * p.Hv * ((p.V + 31) / 32);
-    const int bc = items32 < kDecodeSmallGrid ? 16 : 32;
+    // [V][K]: 16 columns at every batch size (H200, run 57: 32 columns spill
+    // 56-80 bytes at 128 registers and took 3% longer at N = 256, 3% at 1024).
+    const int bc = items32 < kDecodeSmallGrid || !p.state_kv ? 16 : 32;
     const int64_t items = int64_t(p.num_seqs) * p.Hv * ((p.V + bc - 1) / bc);
     if (items > (int64_t(1) << 30)) {
         // Item numbers (and i + grid) must fit in 32 bits: v3's kernel (a

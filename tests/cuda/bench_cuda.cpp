@@ -232,6 +232,8 @@ public:
     size_t state_bytes() const { return state_bytes_; }
     // The precision the calls allow (the workspace fits every precision).
     void set_precision(gdn_precision_t p) { prob_.precision = p; }
+    // The state pool's layout (the pool's bytes do not depend on it).
+    void set_layout(gdn_state_layout_t l) { prob_.state_layout = l; }
     size_t sets() const { return sets_.size(); }
     const gdn_caps_t& caps() const { return caps_; }
 
@@ -271,18 +273,21 @@ void prompt(int reps) {
 }
 
 void decode(int reps) {
-    std::printf("\n## decode: one token for each of N sequences, bf16 q/k/v/out, f32 gates, FP32 state "
-                "pool (median of %d batches)\n\n",
-                reps);
-    std::printf("| N | time | state bytes (read + write) | bandwidth | of %.2f TB/s |\n|---:|---:|---:|---:|---:|\n",
-                kCopyBandwidth / 1e12);
-    for (int32_t N : {1, 8, 64, 256, 1024}) {
-        Bench b(N, N, GDN_DTYPE_BF16);
-        const double ms = b.device_ms(GDN_ALGO_AUTO, reps);
-        const double bytes = 2.0 * double(b.state_bytes());
-        std::printf("| %d | %.2f us | %.1f MB | %.2f TB/s | %.0f%% |\n", N, ms * 1e3, bytes / 1e6,
-                    bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kCopyBandwidth);
-        std::fflush(stdout);
+    for (gdn_state_layout_t layout : {GDN_STATE_KV, GDN_STATE_VK}) {
+        std::printf("\n## decode: one token for each of N sequences, bf16 q/k/v/out, f32 gates, FP32 state "
+                    "pool, %s (median of %d batches)\n\n",
+                    layout == GDN_STATE_KV ? "[K][V] state" : "[V][K] state", reps);
+        std::printf("| N | time | state bytes (read + write) | bandwidth | of %.2f TB/s |\n|---:|---:|---:|---:|---:|\n",
+                    kCopyBandwidth / 1e12);
+        for (int32_t N : {1, 8, 64, 256, 1024}) {
+            Bench b(N, N, GDN_DTYPE_BF16);
+            b.set_layout(layout);
+            const double ms = b.device_ms(GDN_ALGO_AUTO, reps);
+            const double bytes = 2.0 * double(b.state_bytes());
+            std::printf("| %d | %.2f us | %.1f MB | %.2f TB/s | %.0f%% |\n", N, ms * 1e3, bytes / 1e6,
+                        bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kCopyBandwidth);
+            std::fflush(stdout);
+        }
     }
 }
 

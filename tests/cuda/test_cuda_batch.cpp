@@ -116,7 +116,8 @@ void batch_equals_separate(const Spec& s, const char* what) {
     CHECK(d.guard_damage() == "");
 }
 
-// The decode kernel (auto with max_seqlen == 1, [K][V] state) against FP64
+// The decode kernel (auto with max_seqlen == 1; a [K][V] state, or a
+// 16-byte-aligned [V][K] one without the output norm) against FP64
 // (2e-6, the sequential kernel's bar), against the sequential kernel (the same
 // problem with max_seqlen = 2, forced sequential: bit for bit), and against
 // itself (reruns with out NaN-filled: identical bits); padding rows stay NaN,
@@ -311,6 +312,88 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         s.start_from_zero[5] = s.start_from_zero[7] = 1;  // 7: two tokens from zero
         s.seed = 39;
         decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1");
+    }
+}
+
+// A [V][K] state pool (FlashInfer's "K-last" layout): the decode kernel reads
+// each thread's rows of a column as 16-byte pieces where the pool and its slot
+// stride are 16-byte aligned, else the sequential kernel runs; the same
+// checks as the [K][V] cases.
+TEST_CASE("decode kernel on a [V][K] state: FP64, the sequential kernel's bits, reruns, padding, guards",
+          "[cuda][decode]") {
+    const uint32_t every = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+    {
+        Spec s;  // N = 1 at the engine shape: 16 columns per block
+        s.seq_lens = {1};
+        s.hk = 16, s.hv = 48, s.k = s.v = 128;
+        s.layout = GDN_STATE_VK;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.flags = every;
+        s.seed = 41;
+        decode_kernel_checks(s, "[V][K], N = 1, Hv 48, bf16");
+    }
+    {
+        Spec s;  // several items a block, padding, zero starts, f16 out
+        const int N = 300;
+        s.seq_lens = std::vector<int32_t>(N, 1);
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.layout = GDN_STATE_VK;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.flags = every;
+        s.num_state_slots = 320;
+        s.slot_pad = 4;  // 16-byte-aligned slots with guard floats between them
+        for (int i = 0; i < N; ++i) {
+            s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
+            s.start_from_zero.push_back(uint8_t(i % 7 == 3));
+        }
+        s.seed = 42;
+        decode_kernel_checks(s, "[V][K], N = 300, K = V = 128, padding, zero-start, slot pad 4");
+        batch_equals_separate(s, "[V][K], N = 300 decode batch vs separate runs");
+        s.slot_pad = 3;  // slots not 16-byte aligned: the sequential kernel
+        decode_kernel_checks(s, "[V][K], N = 300, slot pad 3 (sequential kernel)");
+    }
+    {
+        Spec s;  // empty sequences (zero-start or not) and padding mid-walk, 2452 items
+        const int N = 613;
+        s.hk = 1, s.hv = 1, s.k = s.v = 128;
+        s.layout = GDN_STATE_VK;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.flags = every;
+        s.num_state_slots = N;
+        s.seq_lens.clear();
+        for (int i = 0; i < N; ++i) {
+            s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
+            s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
+            s.start_from_zero.push_back(uint8_t(i % 3 == 0));
+        }
+        s.seed = 43;
+        decode_kernel_checks(s, "[V][K], N = 613, empty sequences and padding mid-walk");
+    }
+    {
+        Spec s;  // K = 64, V = 200: a partial column block, cu_seqlens NULL, f32
+        s.seq_lens = std::vector<int32_t>(700, 1);
+        s.hk = 2, s.hv = 4, s.k = 64, s.v = 200;
+        s.layout = GDN_STATE_VK;
+        s.flags = GDN_FLAG_BETA_FROM_LOGITS;
+        s.null_cu_seqlens = true;
+        s.seed = 44;
+        decode_kernel_checks(s, "[V][K], K = 64, V = 200, N = 700, cu_seqlens NULL");
+    }
+    {
+        Spec s;  // sequences longer than max_seqlen = 1 (the caller's bug; still right)
+        const int N = 200;
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.layout = GDN_STATE_VK;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = every;
+        s.seq_lens.clear();
+        for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
+        s.max_seqlen = 1;
+        s.start_from_zero = std::vector<uint8_t>(N, 0);
+        s.start_from_zero[5] = s.start_from_zero[7] = 1;
+        s.seed = 45;
+        decode_kernel_checks(s, "[V][K], N = 200, some sequences of 2 tokens with max_seqlen = 1");
     }
 }
 

@@ -53,15 +53,17 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
     }
     // Decode without the output norm: the streaming decode kernel, each block
     // walking several items, with padding and zero starts mid-walk; V = 128
-    // is its compile-time-V instance, V = 64 the generic one. These run the
-    // sequential variants only (the chunked ones take a chunk per sequence
-    // and are slow under racecheck; the decode shape above runs them).
+    // is its compile-time-V instance, V = 64 the generic one, and a [V][K]
+    // pool its 16-byte accesses. These run the sequential variants only (the
+    // chunked ones take a chunk per sequence and are slow under racecheck;
+    // the decode shape above runs them).
     const size_t decode_from = specs.size();
-    for (int v : {128, 64}) {
+    for (int v : {128, 64, 0}) {  // 0: V = 128, [V][K]
         Spec s;
-        const int n = v == 128 ? 400 : 300;
+        const int n = v == 64 ? 300 : 400;
         s.seq_lens = std::vector<int32_t>(n, 1);
-        s.hk = 1, s.hv = 2, s.k = s.v = v;
+        s.hk = 1, s.hv = 2, s.k = s.v = v == 0 ? 128 : v;
+        if (v == 0) s.layout = GDN_STATE_VK;
         s.input = GDN_DTYPE_BF16;
         s.num_state_slots = n;
         s.state_indices.resize(n);
