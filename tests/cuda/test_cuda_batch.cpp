@@ -181,11 +181,74 @@ void decode_kernel_checks(const Spec& s, const char* what) {
     CHECK(d.guard_damage() == "");
 }
 
+// The q/k L2 norm, the gate from raw inputs and β from logits.
+constexpr uint32_t kDecodeFlags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+
+// Decode shapes that both state layouts run (the decode kernel's walk: several
+// items a block, K = V = 128, bf16 inputs, every flag but the output norm).
+// 300 sequences of one token in a pool of 320 slots with padding rows and zero
+// starts, f16 outputs.
+Spec decode_pool_spec(gdn_state_layout_t layout, int64_t slot_pad, uint64_t seed) {
+    Spec s;
+    const int N = 300;
+    s.seq_lens = std::vector<int32_t>(N, 1);
+    s.hk = 2, s.hv = 4, s.k = s.v = 128;
+    s.layout = layout;
+    s.input = GDN_DTYPE_BF16;
+    s.output = GDN_DTYPE_F16;
+    s.flags = kDecodeFlags;
+    s.num_state_slots = 320;
+    s.slot_pad = slot_pad;
+    for (int i = 0; i < N; ++i) {
+        s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
+        s.start_from_zero.push_back(uint8_t(i % 7 == 3));
+    }
+    s.seed = seed;
+    return s;
+}
+// 613 sequences, empty ones (zero-start or not) and padding mid-walk (2452
+// items at 32 columns, 4904 at 16), bf16 throughout.
+Spec decode_empty_sequences_spec(gdn_state_layout_t layout, int64_t slot_pad, uint64_t seed) {
+    Spec s;
+    const int N = 613;
+    s.hk = 1, s.hv = 1, s.k = s.v = 128;
+    s.layout = layout;
+    s.input = s.gate = s.output = GDN_DTYPE_BF16;
+    s.flags = kDecodeFlags;
+    s.num_state_slots = N;
+    s.slot_pad = slot_pad;
+    s.seq_lens.clear();  // Spec's default is one 64-token sequence
+    for (int i = 0; i < N; ++i) {
+        s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
+        s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
+        s.start_from_zero.push_back(uint8_t(i % 3 == 0));
+    }
+    s.seed = seed;
+    return s;
+}
+// 200 sequences, some of 2 tokens under max_seqlen = 1 (the caller's bug;
+// still right), two of them from zero (7: two tokens from zero).
+Spec decode_two_token_spec(gdn_state_layout_t layout, uint64_t seed) {
+    Spec s;
+    const int N = 200;
+    s.hk = 2, s.hv = 4, s.k = s.v = 128;
+    s.layout = layout;
+    s.input = GDN_DTYPE_BF16;
+    s.flags = kDecodeFlags;
+    s.seq_lens.clear();
+    for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
+    s.max_seqlen = 1;
+    s.start_from_zero = std::vector<uint8_t>(N, 0);
+    s.start_from_zero[5] = s.start_from_zero[7] = 1;
+    s.seed = seed;
+    return s;
+}
+
 }  // namespace
 
 TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, guards",
           "[cuda][decode]") {
-    const uint32_t every = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+    const uint32_t every = kDecodeFlags;
     {
         Spec s;  // N = 1 at the engine shape: the small grid (16 columns per block)
         s.seq_lens = {1};
@@ -200,20 +263,8 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 2, one padding row, bf16");
     }
     {
-        Spec s;  // large grid (32 columns per block), pool with padding, zero-start, odd slot stride
-        const int N = 300;
-        s.seq_lens = std::vector<int32_t>(N, 1);
-        s.hk = 2, s.hv = 4, s.k = s.v = 128;
-        s.input = GDN_DTYPE_BF16;
-        s.output = GDN_DTYPE_F16;
-        s.flags = every;
-        s.num_state_slots = 320;
-        s.slot_pad = 3;  // slots not 16-byte aligned; guard floats between them
-        for (int i = 0; i < N; ++i) {
-            s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
-            s.start_from_zero.push_back(uint8_t(i % 7 == 3));
-        }
-        s.seed = 32;
+        // Large grid (32 columns per block), slots not 16-byte aligned, guard floats between them.
+        const Spec s = decode_pool_spec(GDN_STATE_KV, 3, 32);
         decode_kernel_checks(s, "N = 300, K = V = 128, padding, zero-start, slot pad 3, f16 out");
         batch_equals_separate(s, "N = 300 decode batch vs separate runs");
     }
@@ -283,34 +334,11 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 1031 items (prime), K = 64, V = 32, padding, zero-start");
     }
     {
-        Spec s;  // empty sequences (zero-start or not) and padding mid-walk, K = V = 128, 2452 items
-        const int N = 613;
-        s.hk = 1, s.hv = 1, s.k = s.v = 128;
-        s.input = s.gate = s.output = GDN_DTYPE_BF16;
-        s.flags = every;
-        s.num_state_slots = N;
-        s.slot_pad = 3;
-        s.seq_lens.clear();  // Spec's default is one 64-token sequence
-        for (int i = 0; i < N; ++i) {
-            s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
-            s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
-            s.start_from_zero.push_back(uint8_t(i % 3 == 0));
-        }
-        s.seed = 38;
+        const Spec s = decode_empty_sequences_spec(GDN_STATE_KV, 3, 38);
         decode_kernel_checks(s, "N = 613, empty sequences and padding mid-walk, K = V = 128");
     }
     {
-        Spec s;  // sequences longer than max_seqlen = 1 (the caller's bug; still right), 3200 items
-        const int N = 200;
-        s.hk = 2, s.hv = 4, s.k = s.v = 128;
-        s.input = GDN_DTYPE_BF16;
-        s.flags = every;
-        s.seq_lens.clear();
-        for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
-        s.max_seqlen = 1;
-        s.start_from_zero = std::vector<uint8_t>(N, 0);
-        s.start_from_zero[5] = s.start_from_zero[7] = 1;  // 7: two tokens from zero
-        s.seed = 39;
+        const Spec s = decode_two_token_spec(GDN_STATE_KV, 39);  // 3200 items at 32 columns
         decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1");
     }
 }
@@ -321,7 +349,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
 // checks as the [K][V] cases.
 TEST_CASE("decode kernel on a [V][K] state: FP64, the sequential kernel's bits, reruns, padding, guards",
           "[cuda][decode]") {
-    const uint32_t every = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+    const uint32_t every = kDecodeFlags;
     {
         Spec s;  // N = 1 at the engine shape: 16 columns per block
         s.seq_lens = {1};
@@ -333,41 +361,15 @@ TEST_CASE("decode kernel on a [V][K] state: FP64, the sequential kernel's bits, 
         decode_kernel_checks(s, "[V][K], N = 1, Hv 48, bf16");
     }
     {
-        Spec s;  // several items a block, padding, zero starts, f16 out
-        const int N = 300;
-        s.seq_lens = std::vector<int32_t>(N, 1);
-        s.hk = 2, s.hv = 4, s.k = s.v = 128;
-        s.layout = GDN_STATE_VK;
-        s.input = GDN_DTYPE_BF16;
-        s.output = GDN_DTYPE_F16;
-        s.flags = every;
-        s.num_state_slots = 320;
-        s.slot_pad = 4;  // 16-byte-aligned slots with guard floats between them
-        for (int i = 0; i < N; ++i) {
-            s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
-            s.start_from_zero.push_back(uint8_t(i % 7 == 3));
-        }
-        s.seed = 42;
+        // 16-byte-aligned slots with guard floats between them.
+        Spec s = decode_pool_spec(GDN_STATE_VK, 4, 42);
         decode_kernel_checks(s, "[V][K], N = 300, K = V = 128, padding, zero-start, slot pad 4");
         batch_equals_separate(s, "[V][K], N = 300 decode batch vs separate runs");
         s.slot_pad = 3;  // slots not 16-byte aligned: the sequential kernel
         decode_kernel_checks(s, "[V][K], N = 300, slot pad 3 (sequential kernel)");
     }
     {
-        Spec s;  // empty sequences (zero-start or not) and padding mid-walk, 2452 items
-        const int N = 613;
-        s.hk = 1, s.hv = 1, s.k = s.v = 128;
-        s.layout = GDN_STATE_VK;
-        s.input = s.gate = s.output = GDN_DTYPE_BF16;
-        s.flags = every;
-        s.num_state_slots = N;
-        s.seq_lens.clear();
-        for (int i = 0; i < N; ++i) {
-            s.seq_lens.push_back(i % 5 == 1 ? 0 : 1);
-            s.state_indices.push_back(i % 17 == 4 ? -1 : N - 1 - i);
-            s.start_from_zero.push_back(uint8_t(i % 3 == 0));
-        }
-        s.seed = 43;
+        const Spec s = decode_empty_sequences_spec(GDN_STATE_VK, 0, 43);
         decode_kernel_checks(s, "[V][K], N = 613, empty sequences and padding mid-walk");
     }
     {
@@ -381,18 +383,7 @@ TEST_CASE("decode kernel on a [V][K] state: FP64, the sequential kernel's bits, 
         decode_kernel_checks(s, "[V][K], K = 64, V = 200, N = 700, cu_seqlens NULL");
     }
     {
-        Spec s;  // sequences longer than max_seqlen = 1 (the caller's bug; still right)
-        const int N = 200;
-        s.hk = 2, s.hv = 4, s.k = s.v = 128;
-        s.layout = GDN_STATE_VK;
-        s.input = GDN_DTYPE_BF16;
-        s.flags = every;
-        s.seq_lens.clear();
-        for (int i = 0; i < N; ++i) s.seq_lens.push_back(i % 4 == 3 ? 2 : 1);
-        s.max_seqlen = 1;
-        s.start_from_zero = std::vector<uint8_t>(N, 0);
-        s.start_from_zero[5] = s.start_from_zero[7] = 1;
-        s.seed = 45;
+        const Spec s = decode_two_token_spec(GDN_STATE_VK, 45);
         decode_kernel_checks(s, "[V][K], N = 200, some sequences of 2 tokens with max_seqlen = 1");
     }
 }
