@@ -47,6 +47,7 @@ struct Options {
     bool varlen = false;
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
+    int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
     std::string json, csv;
 };
 
@@ -59,7 +60,9 @@ struct Options {
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
-                 "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n",
+                 "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n"
+                 "                 [--workspace-x 1 (pass N times gdn_workspace_size(): CUDA takes\n"
+                 "                  longer windows on long prompts with it, the same bits)]\n",
                  why);
     std::exit(2);
 }
@@ -135,6 +138,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--warmup") o.warmup = std::max(0, std::stoi(next()));
         else if (a == "--check-heads") o.check_heads = std::max(0, std::stoi(next()));
         else if (a == "--threads") o.threads = std::stoi(next());
+        else if (a == "--workspace-x") {
+            o.workspace_x = std::stoi(next());
+            if (o.workspace_x < 1 || o.workspace_x > 64) usage("--workspace-x takes 1..64");
+        }
         else if (a == "--json") o.json = next();
         else if (a == "--csv") o.csv = next();
         else if (a == "--help" || a == "-h") usage("gdn-bench: times and errors of the gated delta rule");
@@ -318,6 +325,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         row.path += std::string(" (") + precision_name(info.precision) + ")";
     size_t ws_bytes = 0;
     check(gdn_workspace_size(&caps, &p, &ws_bytes), "gdn_workspace_size");
+    ws_bytes *= size_t(o.workspace_x);
     void* ws = ws_bytes ? mem.alloc(ws_bytes) : nullptr;
 
     // Accuracy: one run from state0, compared against FP64 on a few heads.
@@ -465,6 +473,7 @@ int main(int argc, char** argv) {
                 caps.multiprocessor_count, caps.backend == GDN_BACKEND_CPU ? "threads" : "SMs", o.hk,
                 o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
+    if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
 
     std::vector<Row> rows;
     struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; gdn_precision_t precision; const char* name; };

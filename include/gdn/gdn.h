@@ -322,7 +322,10 @@ GDN_API gdn_status_t gdn_select_path(const gdn_caps_t* caps, const gdn_problem_t
  * more than FP32), and is bounded: long prompts are processed in
  * super-blocks, so a 1M-token prompt needs no more than a 2K one. Size it
  * once for the largest problem you run, with the precision you run it at; a
- * larger workspace is always fine. */
+ * larger workspace is always fine. On the CUDA chunked path a larger one is
+ * also used: with two (four) times these bytes, prompts of at least 32K (64K)
+ * tokens run in fewer, longer super-blocks, with the same bits (H200, 32K
+ * tokens, BF16: ~3.5% faster; 64K: ~6.5%). */
 GDN_API gdn_status_t gdn_workspace_size(const gdn_caps_t* caps, const gdn_problem_t* problem,
                                         size_t* bytes);
 

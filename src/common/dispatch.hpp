@@ -21,7 +21,24 @@ constexpr int32_t kCudaChunk = 32;
 constexpr int64_t kCudaChunkedMinTokens = 128;
 // Chunk starts per prep/scan window: the workspace holds one window's T, P
 // and γ, so it is bounded by this, whatever the prompt length.
+// gdn_workspace_size() sizes for kCudaWindowTokens. A call given more
+// workspace takes longer windows (doubling, up to kCudaMaxWindowTokens) while
+// their scratch fits it and the prompt still makes kCudaMinWindows of them:
+// each seam between windows costs a scan's start and what of the next
+// window's prep the scan does not hide, but the first window's prep runs
+// alone, and it grows with the window. The bits do not change (a chunk
+// belongs to the window its first token is in, wherever windows end).
+// H200, Hk 16, Hv 48, bf16 inputs, windows of 2048 / 4096 / 8192 tokens
+// (run 63): T = 32768 BF16 1.869 / 1.788 / 1.771 ms, FP16 1.994 / 1.904 /
+// 1.892, BF16X3 3.299 / 3.234 / 3.294, FP32 10.71 / 10.59 / 10.56; T = 8192
+// BF16 0.486 / 0.505 / 0.505 (two windows of 4096 lose), FP32 2.692 / 2.701.
+// A cost model of the first prep against the seams (b·W + s·T/W, b the
+// prep's time per token, s a seam's) puts the best window near sqrt(s T / b):
+// ~4.5K tokens at 32K for BF16, ~3.6K for BF16X3, i.e. about T / 8
+// (docs/perf-notes.md v25).
 constexpr int64_t kCudaWindowTokens = 2048;
+constexpr int64_t kCudaMaxWindowTokens = 8192;
+constexpr int64_t kCudaMinWindows = 8;
 // Threads of a prep block (one block per (32-token tile, key head)).
 constexpr int32_t kCudaPrepThreads = 256;
 // Shared memory of the kernels, in floats, as they lay it out.

@@ -119,10 +119,11 @@ bool use_decode_kernel(const gdn_caps_t& caps, const Shape& s, const Params& p) 
 // as its blocks end. Programmatic dependent launch is sm_90's.
 bool overlap_windows(const gdn_caps_t& caps) { return caps.compute_major >= 9; }
 
-// The chunked path's scratch: the prep's output for one window (for two,
-// used in turn, where windows overlap and there is more than one), and the
-// raw outputs when the output norm runs as a separate pass. Sizes (base ==
-// nullptr) and carves with the same code.
+// The chunked path's scratch for windows of `window` tokens (at most: the
+// prompt's length rounded up to a chunk): the prep's output for one window
+// (for two, used in turn, where windows overlap and there is more than one),
+// and the raw outputs when the output norm runs as a separate pass. Sizes
+// (base == nullptr) and carves with the same code.
 struct ChunkLayout {
     int64_t window;  // chunk starts per window
     ChunkScratch scratch[2];
@@ -138,11 +139,11 @@ bool use_scan_mma(ScanMode mode) {
 }
 
 ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode mode,
-                                void* base) {
+                                int64_t window, void* base) {
     ChunkLayout l;
     const int64_t chunk = policy::kCudaChunk;
     const int64_t tokens = (s.num_tokens + chunk - 1) / chunk * chunk;
-    l.window = std::min<int64_t>(policy::kCudaWindowTokens, tokens);
+    l.window = std::min<int64_t>(window, tokens);
     const int64_t rows = l.window + chunk;
     WorkspaceCarver c(base);
     float* O = s.output_norm() ? c.take<float>(size_t(rows) * s.num_v_heads * s.head_dim_v)
@@ -286,14 +287,16 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
     }
     if (path.path != GDN_PATH_CHUNKED_FP32 && path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
-    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision), nullptr)
+    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
+                                 policy::kCudaWindowTokens, nullptr)
                  .bytes;
     return GDN_SUCCESS;
 }
 
 gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tensors,
                  const PathChoice& path, void* workspace, size_t workspace_bytes, void* stream_ptr) {
-    (void)workspace_bytes;  // checked by the caller against workspace_size()
+    // workspace_bytes is checked by the caller against workspace_size(); the
+    // chunked path takes longer windows where it holds their scratch.
     const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
     if (path.path != GDN_PATH_SEQUENTIAL && path.path != GDN_PATH_CHUNKED_FP32 &&
         path.path != GDN_PATH_CHUNKED_TC)
@@ -342,7 +345,16 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
                                                     caps.shared_mem_per_block_optin,
                                                     mode == ScanMode::kBf16x3);
-    const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, workspace);
+    // Windows of kCudaWindowTokens (what workspace_size() sized), or longer
+    // where the workspace holds their scratch and the prompt makes at least
+    // kCudaMinWindows of them (dispatch.hpp); the windows do not change the
+    // bits.
+    int64_t window = policy::kCudaWindowTokens;
+    while (2 * window <= policy::kCudaMaxWindowTokens &&
+           policy::kCudaMinWindows * 2 * window <= shape.num_tokens &&
+           carve_chunk_scratch(caps, shape, mode, 2 * window, nullptr).bytes <= workspace_bytes)
+        window *= 2;
+    const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, window, workspace);
     // Window i's prep writes scratch half i % 2. In stream order: prep 0,
     // then per window i its scan, the prep of window i + 1, and the output
     // norm of window i. Where windows overlap, every kernel but the first is

@@ -3,7 +3,7 @@
 // several batches, inputs and states rotated over enough copies to exceed
 // twice the L2), and host time per call without graphs.
 //
-//   gdn_bench_cuda [prompt|decode|host|all] [--reps N]
+//   gdn_bench_cuda [prompt|decode|tc|windows|host|all|profile-chunked|profile-decode] [--reps N]
 //
 // Shapes: H_k = 16, H_v = 48, K = V = 128, one sequence (prompt) or N
 // sequences of one token (decode); FP32 state in a pool.
@@ -15,9 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "common/dispatch.hpp"
 #include "common/numeric.hpp"
 #include "gdn/gdn.h"
 
@@ -67,6 +69,8 @@ double normal() {
     const double u1 = 1.0 - uniform(), u2 = uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
+
+constexpr int kMaxWorkspaceFactor = 4;
 
 class Bench {
 public:
@@ -156,8 +160,11 @@ public:
                 size_t need = 0;
                 if (gdn_workspace_size(&caps_, &p, &need) == GDN_SUCCESS) ws = std::max(ws, need);
             }
-        ws_bytes_ = ws;
-        if (ws) CK(cudaMalloc(&ws_, ws));
+        // Room for kMaxWorkspaceFactor times the largest: a call passes its
+        // own path's bytes times the factor (set_workspace_factor), since the
+        // chunked path takes longer windows where the workspace holds them.
+        ws_bytes_ = ws * kMaxWorkspaceFactor;
+        if (ws) CK(cudaMalloc(&ws_, ws_bytes_));
         CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CK(cudaEventCreate(&e0_));
         CK(cudaEventCreate(&e1_));
@@ -182,8 +189,24 @@ public:
         t.q = s.q, t.k = s.k, t.v = s.v, t.g = s.g, t.beta = s.beta, t.out = s.out;
         t.state = s.state;
         t.cu_seqlens = N_ > 1 ? s.cu : nullptr;
-        return gdn_chunked_recurrence(&caps_, &p, &t, ws_, ws_bytes_, stream_);
+        return gdn_chunked_recurrence(&caps_, &p, &t, ws_, workspace_bytes(p), stream_);
     }
+
+    // gdn_workspace_size() of the call's algorithm and precision, times the
+    // factor (cached: the host timing calls this path too).
+    size_t workspace_bytes(const gdn_problem_t& p) {
+        const int key = int(p.algorithm) * 16 + int(p.precision);
+        auto it = need_.find(key);
+        if (it == need_.end()) {
+            size_t need = 0;
+            check_gdn(gdn_workspace_size(&caps_, &p, &need), "gdn_workspace_size");
+            it = need_.emplace(key, need).first;
+        }
+        return it->second * size_t(ws_factor_);
+    }
+    // Workspace passed to a call: gdn_workspace_size() times `f` (1 to
+    // kMaxWorkspaceFactor), which on the chunked path allows longer windows.
+    void set_workspace_factor(int f) { ws_factor_ = std::max(1, std::min(kMaxWorkspaceFactor, f)); }
 
     // Median device time per launch (ms).
     double device_ms(gdn_algorithm_t algo, int reps) {
@@ -244,12 +267,24 @@ private:
     gdn_caps_t caps_;
     gdn_problem_t prob_;
     size_t qk_bytes_ = 0, v_bytes_ = 0, gate_bytes_ = 0, state_bytes_ = 0, ws_bytes_ = 0;
+    std::map<int, size_t> need_;
+    int ws_factor_ = 1;
     std::vector<DeviceSet> sets_;
     void* ws_ = nullptr;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t e0_ = nullptr, e1_ = nullptr;
 };
 
+const char* precision_name(gdn_precision_t p) {
+    switch (p) {
+        case GDN_PRECISION_FP32: return "FP32";
+        case GDN_PRECISION_TF32X3: return "TF32X3";
+        case GDN_PRECISION_BF16: return "BF16";
+        case GDN_PRECISION_FP16: return "FP16";
+        case GDN_PRECISION_BF16X3: return "BF16X3";
+        default: return "?";
+    }
+}
 const char* dtype_name(gdn_dtype_t t) { return t == GDN_DTYPE_F32 ? "f32" : t == GDN_DTYPE_BF16 ? "bf16" : "f16"; }
 
 void prompt(int reps) {
@@ -362,6 +397,37 @@ void tensor_cores(int reps) {
     }
 }
 
+// The chunked path's windows: the same calls with gdn_workspace_size()'s
+// bytes (2048-token windows) and with two and four times as many, which
+// allow 4096- and 8192-token windows where the prompt makes at least
+// kCudaMinWindows of them (dispatch.hpp; the window each cell ran is printed
+// beside it, by the same rule), bf16 inputs.
+void windows(int reps) {
+    namespace pol = gdn::policy;
+    std::printf("\n## chunked path by workspace: per-launch device time (median of %d batches), Hk 16, "
+                "Hv 48, K = V = 128, one sequence, bf16 inputs; (window tokens)\n\n",
+                reps);
+    std::printf("| T | precision | x1 | x2 | x4 |\n|---|---|---:|---:|---:|\n");
+    for (int64_t T : {8192, 32768, 65536}) {
+        Bench b(T, 1, GDN_DTYPE_BF16);
+        for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
+                                  GDN_PRECISION_BF16X3}) {
+            b.set_precision(p);
+            std::printf("| %lld | %s |", (long long)T, precision_name(p));
+            for (int f : {1, 2, 4}) {
+                int64_t w = pol::kCudaWindowTokens;
+                while (2 * w <= pol::kCudaMaxWindowTokens && pol::kCudaMinWindows * 2 * w <= T &&
+                       2 * w <= pol::kCudaWindowTokens * f)
+                    w *= 2;
+                b.set_workspace_factor(f);
+                std::printf(" %.4f ms (%lld) |", b.device_ms(GDN_ALGO_CHUNKED, reps), (long long)w);
+                std::fflush(stdout);
+            }
+            std::printf("\n");
+        }
+    }
+}
+
 void host() {
     std::printf("\n## host time per call (no graph, calls back to back)\n\n| call | host time |\n|---|---:|\n");
     {
@@ -414,6 +480,7 @@ int main(int argc, char** argv) {
     }
     if (what == "host" || what == "all") host();
     if (what == "tc" || what == "all") tensor_cores(reps);
+    if (what == "windows" || what == "all") windows(reps);
     // A few calls of one shape, for a profiler: "profile-chunked" (T = 2048,
     // bf16) or "profile-decode" (N = 64, bf16).
     if (what == "profile-chunked" || what == "profile-decode") {

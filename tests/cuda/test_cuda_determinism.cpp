@@ -230,3 +230,114 @@ TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows o
         }
     }
 }
+
+// gdn_workspace_size() sizes the chunked path for 2048-token windows; a call
+// given more workspace runs longer ones (doubling, up to 8192 tokens) where
+// the prompt still makes 8 of them (dispatch.hpp): fewer launches, the same
+// bits. Checked black-box: the call is captured in a graph, whose kernel
+// count gives the windows (prep + scan, + the output norm's pass, per
+// window), and replayed over NaN-filled outputs and workspace; every window
+// length must give the bits of the 2048-token one, and leave the guard bands
+// of the workspace, outputs and state intact.
+TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][determinism][window]") {
+    const gdn_caps_t caps = cuda_caps();
+    cudaStream_t stream;
+    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::vector<Spec> specs;
+    {
+        Spec s;  // too short for longer windows: 2048 with any workspace
+        s.seq_lens = {9000 + 7, 300, 0, 4100};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
+        s.state_indices = {2, -1, 0, 1};
+        s.num_state_slots = 3;
+        s.start_from_zero = {0, 0, 1, 1};
+        specs.push_back(s);
+    }
+    {
+        Spec s;  // varlen across window ends, a padding slot, zero-start, the output-norm pass
+        s.seq_lens = {40000 + 7, 300, 0, 26000 - 3};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
+        s.state_indices = {2, -1, 0, 1};
+        s.num_state_slots = 3;
+        s.start_from_zero = {0, 0, 1, 0};
+        s.seed = 41;
+        specs.push_back(s);
+    }
+    {
+        Spec s;  // f32 inputs, K = 64, one sequence that misses the chunk size
+        s.seq_lens = {65536 + 13};
+        s.hk = 1, s.hv = 2, s.k = 64, s.v = 128;
+        s.seed = 33;
+        specs.push_back(s);
+    }
+    namespace pol = gdn::policy;
+    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
+                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
+        for (const Spec& spec : specs) {
+            Spec s = spec;
+            s.algorithm = GDN_ALGO_CHUNKED;
+            s.precision = precision;
+            Problem p(s);
+            DeviceProblem d(p);
+            size_t need = 0;
+            REQUIRE(gdn_workspace_size(&caps, &p.problem, &need) == GDN_SUCCESS);
+            REQUIRE(need > 0);
+            const bool norm = (s.flags & GDN_FLAG_OUTPUT_NORM) != 0;
+            std::vector<unsigned char> out0, state0;
+            std::vector<int64_t> seen;
+            for (int factor : {1, 2, 4, 16}) {
+                // The window the rule gives: the scratch grows with the
+                // window's rows (window + one chunk), so `factor` times the
+                // bytes hold a window `factor` times as long.
+                int64_t window = pol::kCudaWindowTokens;
+                while (2 * window <= pol::kCudaMaxWindowTokens && pol::kCudaMinWindows * 2 * window <= p.T &&
+                       2 * window <= pol::kCudaWindowTokens * factor)
+                    window *= 2;
+                seen.push_back(window);
+                const int64_t windows = (p.T + window - 1) / window;
+                DeviceWorkspace ws;
+                ws.buf.resize(need * size_t(factor));
+                ws.fill_nan(stream);
+                d.reset_state(stream);
+                d.fill_out_nan(stream);
+                GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+                cudaGraph_t graph;
+                GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+                const gdn_status_t st = run(d, p.problem, caps, ws, stream);
+                GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+                INFO("precision " << int(precision) << ", K = " << s.k << ", T = " << p.T << ", workspace x"
+                                  << factor << " (" << window << "-token windows): " << gdn_last_error());
+                REQUIRE(st == GDN_SUCCESS);
+                size_t nodes = 0;
+                GDN_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+                CHECK(int64_t(nodes) == windows * (norm ? 3 : 2));
+                cudaGraphExec_t exec;
+                GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+                GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+                GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+                GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+                CHECK(ws.buf.guard_damage("workspace") == "");
+                if (factor == 1) {
+                    out0 = d.out.bytes();
+                    state0 = d.state.bytes();
+                    continue;
+                }
+                CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+                CHECK(same_bits(d.state.bytes(), state0, "state") == "");
+            }
+            CHECK(d.guard_damage() == "");
+            // The specs reach what they are for: the short one keeps 2048, the
+            // long ones reach 4096 and 8192.
+            if (p.T < pol::kCudaMinWindows * 2 * pol::kCudaWindowTokens)
+                CHECK(seen.back() == pol::kCudaWindowTokens);
+            else
+                CHECK(seen == std::vector<int64_t>{2048, 4096, 8192, 8192});
+        }
+    }
+    GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
