@@ -211,6 +211,15 @@ inline gdn_status_t run(const DeviceProblem& d, const gdn_problem_t& problem, co
     return gdn_chunked_recurrence(&caps, &problem, &t, ws.data(), ws.size(), stream);
 }
 
+// One call captured into *graph on `stream` (not run); the call's status.
+inline gdn_status_t capture(const DeviceProblem& d, const gdn_problem_t& problem, const gdn_caps_t& caps,
+                            const DeviceWorkspace& ws, cudaStream_t stream, cudaGraph_t* graph) {
+    GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const gdn_status_t st = run(d, problem, caps, ws, stream);
+    GDN_CUDA_CHECK(cudaStreamEndCapture(stream, graph));
+    return st;
+}
+
 inline gdn_problem_t with_algorithm(gdn_problem_t p, gdn_algorithm_t a) {
     p.algorithm = a;
     return p;

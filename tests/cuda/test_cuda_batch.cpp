@@ -488,9 +488,7 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         ws.fill_nan(stream);
         GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
         cudaGraph_t graph;
-        GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        const gdn_status_t st = run(d, p.problem, caps, ws, stream);
-        GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        const gdn_status_t st = capture(d, p.problem, caps, ws, stream, &graph);
         INFO(gdn_last_error());
         REQUIRE(st == GDN_SUCCESS);
         cudaGraphExec_t exec;

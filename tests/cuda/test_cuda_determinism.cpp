@@ -306,9 +306,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 d.fill_out_nan(stream);
                 GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
                 cudaGraph_t graph;
-                GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-                const gdn_status_t st = run(d, p.problem, caps, ws, stream);
-                GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+                const gdn_status_t st = capture(d, p.problem, caps, ws, stream, &graph);
                 INFO("precision " << int(precision) << ", K = " << s.k << ", T = " << p.T << ", workspace x"
                                   << factor << " (" << window << "-token windows): " << gdn_last_error());
                 REQUIRE(st == GDN_SUCCESS);
