@@ -217,17 +217,6 @@ const char* path_name(gdn_path_t p) {
     }
 }
 
-const char* precision_name(gdn_precision_t p) {
-    switch (p) {
-        case GDN_PRECISION_FP32: return "fp32";
-        case GDN_PRECISION_TF32X3: return "tf32x3";
-        case GDN_PRECISION_FP16: return "fp16";
-        case GDN_PRECISION_BF16: return "bf16";
-        case GDN_PRECISION_BF16X3: return "bf16x3";
-        default: return "?";
-    }
-}
-
 // Runs one (T, seqs, algo) case; returns its row.
 Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, gdn_algorithm_t algo,
              gdn_precision_t precision, const char* case_name) {
@@ -311,7 +300,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     gdn_path_info_init(&info);
     Row row{case_name, caps.backend == GDN_BACKEND_CPU ? "cpu" : caps.backend == GDN_BACKEND_CUDA ? "cuda" : "hip",
             algo == GDN_ALGO_SEQUENTIAL ? "sequential" : algo == GDN_ALGO_CHUNKED ? "chunked" : "auto",
-            precision_name(precision), "", gdn::dtype_name(o.dtype), T, seqs, NAN, NAN, NAN, NAN};
+            gdn::precision_name(precision), "", gdn::dtype_name(o.dtype), T, seqs, NAN, NAN, NAN, NAN};
     gdn_status_t st = gdn_select_path(&caps, &p, &t, &info);
     if (st != GDN_SUCCESS) {
         row.path = std::string("n/a: ") + gdn_last_error();
@@ -322,7 +311,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     }
     row.path = path_name(info.path);
     if (info.path == GDN_PATH_CHUNKED_TC && info.precision != precision)
-        row.path += std::string(" (") + precision_name(info.precision) + ")";
+        row.path += std::string(" (") + gdn::precision_name(info.precision) + ")";
     size_t ws_bytes = 0;
     check(gdn_workspace_size(&caps, &p, &ws_bytes), "gdn_workspace_size");
     ws_bytes *= size_t(o.workspace_x);
@@ -465,7 +454,7 @@ int main(int argc, char** argv) {
     }
     if (caps.backend == GDN_BACKEND_CPU && o.threads > 0) caps.multiprocessor_count = o.threads;
     std::string precs;
-    for (gdn_precision_t pr : o.precisions) precs += std::string(precs.empty() ? "" : ",") + precision_name(pr);
+    for (gdn_precision_t pr : o.precisions) precs += std::string(precs.empty() ? "" : ",") + gdn::precision_name(pr);
     std::printf("gdn-bench %u.%u.%u on %s %s (%s, %d %s), Hk=%d Hv=%d K=%d V=%d, %s in, %s out, "
                 "precision %s, %d sequence(s) of T%s\n",
                 GDN_VERSION_MAJOR, GDN_VERSION_MINOR, GDN_VERSION_PATCH,

@@ -146,6 +146,18 @@ const char* dtype_name(gdn_dtype_t t) {
     return "?";
 }
 
+const char* precision_name(gdn_precision_t p) {
+    switch (p) {
+        case GDN_PRECISION_FP32: return "fp32";
+        case GDN_PRECISION_TF32X3: return "tf32x3";
+        case GDN_PRECISION_FP16: return "fp16";
+        case GDN_PRECISION_BF16: return "bf16";
+        case GDN_PRECISION_BF16X3: return "bf16x3";
+        default: break;  // a value gdn.h does not name
+    }
+    return "?";
+}
+
 size_t min_struct_size_caps() { return offsetof(gdn_caps_t, compute_major); }
 size_t min_struct_size_problem() { return offsetof(gdn_problem_t, head_mapping); }
 size_t min_struct_size_tensors() { return offsetof(gdn_tensors_t, state_slot_stride); }

@@ -21,6 +21,7 @@
 
 #include "common/dispatch.hpp"
 #include "common/numeric.hpp"
+#include "common/validate.hpp"
 #include "gdn/gdn.h"
 
 // bench_kernels.cu
@@ -275,18 +276,6 @@ private:
     cudaEvent_t e0_ = nullptr, e1_ = nullptr;
 };
 
-const char* precision_name(gdn_precision_t p) {
-    switch (p) {
-        case GDN_PRECISION_FP32: return "FP32";
-        case GDN_PRECISION_TF32X3: return "TF32X3";
-        case GDN_PRECISION_BF16: return "BF16";
-        case GDN_PRECISION_FP16: return "FP16";
-        case GDN_PRECISION_BF16X3: return "BF16X3";
-        default: return "?";
-    }
-}
-const char* dtype_name(gdn_dtype_t t) { return t == GDN_DTYPE_F32 ? "f32" : t == GDN_DTYPE_BF16 ? "bf16" : "f16"; }
-
 void prompt(int reps) {
     std::printf("\n## prompt: per-launch device time (median of %d batches), Hk 16, Hv 48, K = V = 128, "
                 "one sequence, f32 gates and state\n\n",
@@ -299,7 +288,7 @@ void prompt(int reps) {
             const double chk = b.device_ms(GDN_ALGO_CHUNKED, reps);
             std::string why = b.path(GDN_ALGO_AUTO);
             std::printf("| %lld | %s | %.4f ms | %.4f ms | %.2fx | %s |\n", (long long)T,
-                        dtype_name(dt), seq, chk, seq / chk,
+                        gdn::dtype_name(dt), seq, chk, seq / chk,
                         why.find("chunked") != std::string::npos && why.find("sequential") == std::string::npos
                             ? "chunked" : "sequential");
             std::fflush(stdout);
@@ -385,7 +374,7 @@ void tensor_cores(int reps) {
     for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
         for (int64_t T : {512, 2048, 8192, 32768}) {
             Bench b(T, 1, dt);
-            std::printf("| %lld | %s |", (long long)T, dtype_name(dt));
+            std::printf("| %lld | %s |", (long long)T, gdn::dtype_name(dt));
             for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
                                       GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
                 b.set_precision(p);
@@ -413,7 +402,7 @@ void windows(int reps) {
         for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
                                   GDN_PRECISION_BF16X3}) {
             b.set_precision(p);
-            std::printf("| %lld | %s |", (long long)T, precision_name(p));
+            std::printf("| %lld | %s |", (long long)T, gdn::precision_name(p));
             for (int f : {1, 2, 4}) {
                 int64_t w = pol::kCudaWindowTokens;
                 while (2 * w <= pol::kCudaMaxWindowTokens && pol::kCudaMinWindows * 2 * w <= T &&
