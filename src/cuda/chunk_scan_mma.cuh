@@ -71,6 +71,24 @@ using scan::kChunk;
 template <int K>
 constexpr int kLd16 = K + 8;
 
+// The state's two products on wgmma (docs/perf-notes.md v26): in the sm_90a
+// build of the BF16/FP16 scan (chunk_scan_bf16.cu and chunk_scan_fp16.cu
+// are also compiled for sm_90a, whose code an sm_90 device runs), the four
+// compute warps of a block are one warpgroup, M = its 64 columns:
+//     Dᵀ | Yqᵀ  += Sᵀ · [−W | q]ᵀ   K / 16 x m64n64k16, B = [−W; q] rows, K-major
+//     Sᵀ        += D2ᵀ · k          2 x m64n{K}k16,     B = k rows, MN-major
+// Their A operands and accumulators are the registers the mma.sync form
+// uses (the layouts are the same per warp). The loading warp stages −W, q
+// and k in wgmma's 128-byte-swizzled atoms instead of rows of K + 8 (Stage::kWQKAtoms);
+// the rest of the step stays on mma.sync. BF16X3 stays on mma.sync.
+#if defined(GDN_HAVE_WGMMA)
+template <ScanMode MODE>
+constexpr bool kWgmma = MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16;
+#else
+template <ScanMode MODE>
+constexpr bool kWgmma = false;
+#endif
+
 // The in-chunk products (Ũᵀ = vᵀ Tβᵀ, Dᵀ Pᵀ) take each operand as a 16-bit
 // value and its 16-bit remainder, three products (hi·hi, hi·lo, lo·hi):
 // their operands lose ~2^-16 instead of ~2^-8 (BF16). H200, T = 32K, bf16
@@ -200,6 +218,13 @@ constexpr int kLd32 = 40;
 template <int K, int NCOL, bool SPLIT>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
+    // kWgmma: instead of kKQ and kW, the rows of −W, q and k (array a = 0, 1,
+    // 2) in wgmma's 128-byte-swizzled atoms (mma.cuh), from the first
+    // 1024-byte boundary at or after the stage's start (wqk_at): atom (a,
+    // 8-token group tg, 64 K values kc) at (12 kc + 4 a + tg) · 1024, and in it
+    // token t's 16-byte piece j at (t % 8) · 128 + (j ^ (t % 8)) · 16. The
+    // 12 · K / 64 KB fit in kKQ's and kW's bytes with 1 KB to spare.
+    static constexpr int kWQKAtoms = 12 * 1024;                  // bytes of one kc column
     static constexpr int kW = 64 * kLd16<K> * 2;                 // uint16 [32][kLd16]: −W
     static constexpr int kKQLo = kW + 32 * kLd16<K> * 2;         // SPLIT: uint16 [64][kLd16]: k/q remainders
     static constexpr int kWLo = kKQLo + 64 * kLd16<K> * 2;       // SPLIT: uint16 [32][kLd16]: −W's remainders
@@ -214,6 +239,7 @@ struct Stage {
     static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, SPLIT)), "stage layout");
+    static_assert(K / 64 * kWQKAtoms + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
 };
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
@@ -223,6 +249,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     static_assert(kRegStateScan<MODE>, "16-bit operand modes");
     // BF16X3: every operand of the state's chain a value and its remainder.
     constexpr bool X3 = MODE == ScanMode::kBf16x3;
+    constexpr bool WG = kWgmma<MODE>;
+    static_assert(!WG || NCOL == 64, "wgmma: the compute warps are one warpgroup of 64 columns");
     static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
@@ -242,6 +270,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     extern __shared__ __align__(16) float smem[];
     unsigned char* const base = reinterpret_cast<unsigned char*>(smem);
     auto stage = [&](int s) { return base + s * St::kBytes; };
+    // WG: a stage's wgmma rows start at its first 1024-byte boundary (in the
+    // shared address space) of the 128-byte swizzle.
+    auto wqk_at = [](const unsigned char* sb) {
+        const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
+        return const_cast<unsigned char*>(sb) + ((0u - a) & 1023u);
+    };
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
@@ -309,6 +343,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // registers live than a pointer per array).
         const bool kq_lo = X3 && w.kq16lo != nullptr;
         const int64_t kq_off = kq_lane - w.kq16, w_off = w_lane - w.W16;
+        // WG: lane l copies piece j = l % 8 of the 128 bytes (64 K values kc)
+        // of tokens t = l / 8 + 4i of each of −W, q and k: 8 lanes read one
+        // 128-byte line and fill one swizzled 128-byte row of an atom. Token
+        // t's row in its atom is r = l / 8 + 4 (i % 2), its piece j ^ r.
+        const int wg_tok = lane >> 3, wg_piece = lane & 7;
+        const uint16_t* const kq_wg = w.kq16 + (int64_t(kh) * w.rows + wg_tok) * 2 * K + wg_piece * 8;
+        const uint16_t* const w_wg = w.W16 + (int64_t(h) * w.rows + wg_tok) * K + wg_piece * 8;
+        const int wg_dst[2] = {wg_tok * 128 + ((wg_piece ^ wg_tok) << 4),
+                               (wg_tok + 4) * 128 + ((wg_piece ^ (wg_tok + 4)) << 4)};
         // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4
         // each; the stage's arrays from kTb on, in this order); BF16X3 adds
         // 8: Tβ's and P's second remainders (the stage's next two arrays).
@@ -351,8 +394,27 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                         cp_async16(dst + TKQ * i * LD, ok ? src + TKQ * i * K : rows16, ok ? 16 : 0);
                     }
                 };
-                kq_rows(w.kq16, St::kKQ);
-                w_rows(w.W16, St::kW);
+                if constexpr (WG) {
+                    const uint16_t* kq_src = kq_wg + row0 * 2 * K;
+                    const uint16_t* w_src = w_wg + row0 * K;
+                    unsigned char* const wqk = wqk_at(sb);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const bool ok = FULL || wg_tok + 4 * i < L;
+                        unsigned char* const dst = wqk + (i >> 1) * 1024 + wg_dst[i & 1];
+#pragma unroll
+                        for (int kc = 0; kc < K / 64; ++kc) {
+                            unsigned char* const at = dst + kc * St::kWQKAtoms;
+                            const int64_t t = 4 * i, k0 = 64 * kc;
+                            cp_async16(at, ok ? w_src + t * K + k0 : w.W16, ok ? 16 : 0);
+                            cp_async16(at + 4096, ok ? kq_src + t * 2 * K + K + k0 : w.kq16, ok ? 16 : 0);
+                            cp_async16(at + 8192, ok ? kq_src + t * 2 * K + k0 : w.kq16, ok ? 16 : 0);
+                        }
+                    }
+                } else {
+                    kq_rows(w.kq16, St::kKQ);
+                    w_rows(w.W16, St::kW);
+                }
                 if constexpr (X3) {
                     if (kq_lo) kq_rows(w.kq16lo, St::kKQLo);
                     w_rows(w.W16lo, St::kWLo);
@@ -462,6 +524,11 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 cp_async_wait_all();
             else
                 cp_async_wait_group<STAGES - 3>();
+#if defined(GDN_HAVE_WGMMA)
+            // The rows wgmma reads (through the async proxy) were written by
+            // cp.async (the generic proxy).
+            if constexpr (WG) mma::fence_proxy_async_shared();
+#endif
         };
         // Chunks 0 .. STAGES − 2 first, into stages 0 .. STAGES − 2, their v
         // loaded and stored at once; the last of them before barrier 1, the
@@ -648,50 +715,80 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
         const int L = cur.L;
 
-        // Ũᵀ = vᵀ Tβᵀ (no state in it): A = vᵀ (16 columns x 32 tokens,
-        // value and remainder), B = Tβ's rows (lower triangular: the second
-        // step only reaches tokens 16..31).
-        float d[4][4] = {};
+        // Ũᵀ = vᵀ Tβᵀ (no state in it) into d: A = vᵀ (16 columns x 32
+        // tokens, value and remainder), B = Tβ's rows (lower triangular: the
+        // second step only reaches tokens 16..31).
+        auto u_product = [&](float(&d)[4][4]) {
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            // vᵀ as a value and its remainder (BF16X3: three terms).
-            uint32_t va[3][4] = {};
-            if (v_exact) {
-                // 16-bit v of the mode's type is the operand as it is: one
-                // transposed ldmatrix (register r = tokens 16s + 8 (r / 2)..,
-                // columns 8 (r % 2).. of the warp's 16; rows of LDV elements,
-                // 16-byte aligned, their 8-row groups in distinct banks).
-                mma::ldmatrix_x4<true>(va[0], v16 + 16 * s * LDV);
-            } else {
-                float x[4][4];  // tiles 2s, 2s + 1 of vᵀ in accumulator order
+            for (int s = 0; s < 2; ++s) {
+                // vᵀ as a value and its remainder (BF16X3: three terms).
+                uint32_t va[3][4] = {};
+                if (v_exact) {
+                    // 16-bit v of the mode's type is the operand as it is: one
+                    // transposed ldmatrix (register r = tokens 16s + 8 (r / 2)..,
+                    // columns 8 (r % 2).. of the warp's 16; rows of LDV elements,
+                    // 16-byte aligned, their 8-row groups in distinct banks).
+                    mma::ldmatrix_x4<true>(va[0], v16 + 16 * s * LDV);
+                } else {
+                    float x[4][4];  // tiles 2s, 2s + 1 of vᵀ in accumulator order
 #pragma unroll
-                for (int j = 0; j < 2; ++j)
+                    for (int j = 0; j < 2; ++j)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const In* vr = vb + (16 * s + 8 * j + e) * LDV;
-                        x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
-                        x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
-                    }
-                if constexpr (X3)
-                    acc_to_a3<MODE>(x, s, va);
-                else
-                    acc_to_a<MODE>(x, s, va[0], &va[1]);
+                        for (int e = 0; e < 2; ++e) {
+                            const In* vr = vb + (16 * s + 8 * j + e) * LDV;
+                            x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
+                            x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
+                        }
+                    if constexpr (X3)
+                        acc_to_a3<MODE>(x, s, va);
+                    else
+                        acc_to_a<MODE>(x, s, va[0], &va[1]);
+                }
+#pragma unroll
+                for (int nn = s; nn < 2; ++nn) {
+                    if constexpr (X3)
+                        small_product3(d, va, v_exact ? 1 : 3, sb + St::kTb, sb + St::kTbLo, sb + St::kTbLo2, nn, s);
+                    else
+                        small_product(d, va[0], va[1], !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
+                }
             }
-#pragma unroll
-            for (int nn = s; nn < 2; ++nn) {
-                if constexpr (X3)
-                    small_product3(d, va, v_exact ? 1 : 3, sb + St::kTb, sb + St::kTbLo, sb + St::kTbLo2, nn, s);
-                else
-                    small_product(d, va[0], va[1], !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
-            }
-        }
+        };
 
         // Dᵀ = Ũᵀ + Sᵀ (−W)ᵀ and Yqᵀ = Sᵀ qᵀ, one pass over K. BF16X3: Sᵀ,
         // −W (and q where not exact) as values and remainders, the cross
         // products before the values' product.
-        float yq[4][4] = {};
+        float d[4][4] = {}, yq[4][4] = {};
+#if defined(GDN_HAVE_WGMMA)
+        // WG: Sᵀ [−W | q]ᵀ in K / 16 wgmma, issued first; Ũᵀ on mma.sync
+        // while they run, added after them.
+        const uint32_t wqk = static_cast<uint32_t>(__cvta_generic_to_shared(wqk_at(sb)));
+        if constexpr (WG) {
+            uint32_t sa[K / 16][4];
 #pragma unroll
-        for (int s = 0; s < K / 16; ++s) {
+            for (int s = 0; s < K / 16; ++s) acc_to_a<MODE>(S, s, sa[s]);
+            mma::fence_operand(sa);
+            mma::fence_operand(d);
+            mma::fence_operand(yq);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < K / 16; ++s)
+                mma::wgmma_n64<MODE, 0>(d, yq, sa[s],
+                                        mma::wgmma_desc_sw128(wqk + (s / 4) * St::kWQKAtoms + (s % 4) * 32, 16, 1024));
+            mma::wgmma_commit();
+            float u[4][4] = {};
+            u_product(u);
+            mma::wgmma_wait_all();
+            mma::fence_operand(d);
+            mma::fence_operand(yq);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) d[j][e] += u[j][e];
+        }
+#endif
+        if constexpr (!WG) u_product(d);
+#pragma unroll
+        for (int s = 0; s < (WG ? 0 : K / 16); ++s) {  // WG: issued above
             uint32_t a[4], a_lo[4];
             acc_to_a<MODE>(S, s, a, X3 ? &a_lo : nullptr);
 #pragma unroll
@@ -752,6 +849,26 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[j][e] *= decay;
+#if defined(GDN_HAVE_WGMMA)
+            // WG: two wgmma, B = the k rows (MN-major: SBO = the stride between
+            // 8-token atoms, LBO = between atoms of 64 K values); issued here,
+            // waited for after the outputs.
+            if constexpr (WG) {
+                mma::fence_operand(S);
+                mma::fence_operand(d2a);
+                mma::wgmma_fence();
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                    const uint64_t b = mma::wgmma_desc_sw128(wqk + (8 + 2 * s) * 1024, St::kWQKAtoms, 1024);
+                    if constexpr (K == 128)
+                        mma::wgmma_n128<MODE, 1>(S, d2a[s], b);
+                    else
+                        mma::wgmma_n64<MODE, 1>(*reinterpret_cast<float(*)[4][4]>(&S[0]),
+                                                *reinterpret_cast<float(*)[4][4]>(&S[4]), d2a[s], b);
+                }
+                mma::wgmma_commit();
+            }
+#endif
             uint32_t d2a3[2][3][4];  // X3
             if constexpr (X3) {
                 float d2[4][4];
@@ -760,7 +877,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 for (int s = 0; s < 2; ++s) acc_to_a3<MODE>(d2, s, d2a3[s]);
             }
 #pragma unroll
-            for (int s = 0; s < 2; ++s)
+            for (int s = 0; s < (WG ? 0 : 2); ++s)  // WG: issued above
 #pragma unroll
                 for (int jj = 0; jj < NJ / 2; ++jj) {
                     uint32_t r[4];
@@ -837,6 +954,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         } else {
             update();
             outputs();
+#if defined(GDN_HAVE_WGMMA)
+            if constexpr (WG) {  // the update's wgmma
+                mma::wgmma_wait_all();
+                mma::fence_operand(S);
+            }
+#endif
         }
 
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window

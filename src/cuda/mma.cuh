@@ -132,6 +132,101 @@ __device__ __forceinline__ void stmatrix_x4_trans(void* row, uint32_t r0, uint32
 #endif
 }
 
+// ---- wgmma (sm_90a): a warpgroup's product D[64 x N] += A[64 x 16] · B[16 x N]
+// with A in registers and B in shared memory, for the register-state scan's
+// two state products (chunk_scan_mma.cuh). Warp w of the warpgroup holds
+// rows 16w.. of A in the m16n8k16 A layout above, and of D in the C layout of
+// N / 8 tiles (tile j: registers 4j..4j+3). B is read through a descriptor,
+// here always with the 128-byte swizzle: B is stored in atoms of 8 rows of
+// 128 bytes (64 16-bit values), 1024-byte aligned, where the 16-byte piece j
+// of row r sits at piece j ^ r. K-major B (element (n, k), rows n, k
+// contiguous): 8 rows n of an atom, SBO = the byte stride between atoms along
+// N; a 16-deep step reads 32 bytes of each row (the start address moves by 32
+// per step within an atom; LBO is not used). MN-major B (TRANS = 1, element
+// (k, n), rows k, n contiguous): 8 rows k of an atom, SBO = the stride between
+// atoms along K, LBO = between atoms along N (64 values each). This is
+// CUTLASS's canonical GMMA layout (cute/atom/mma_traits_sm90_gmma.hpp); the
+// layouts without swizzle, which bench/wgmma_probe.cu checked on the H200,
+// follow the same rules.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GDN_HAVE_WGMMA 1
+
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+    return uint64_t((smem_addr >> 4) & 0x3FFF) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
+           (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Generic-proxy writes to shared memory (cp.async, st.shared) made visible to
+// the async proxy that wgmma reads B through; before the barrier that
+// publishes them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Accumulator registers pinned at this point of the program: the compiler
+// may not move their uses across it (after wgmma_wait_all: the results are
+// in them only from there on).
+template <int N>
+__device__ __forceinline__ void fence_operand(float (&x)[N][4]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[j][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operand(uint32_t (&x)[N][4]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(x[j][e])::"memory");
+}
+
+#define GDN_WG_R4(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3])
+#define GDN_WG_R16(x) GDN_WG_R4(x[0]), GDN_WG_R4(x[1]), GDN_WG_R4(x[2]), GDN_WG_R4(x[3])
+#define GDN_WG_D32                                                                                 \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+    "%26,%27,%28,%29,%30,%31}"
+#define GDN_WG_D64                                                                                 \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+    "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"  \
+    "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+
+// [lo | hi] (N = 64: tiles 0..3 in lo, 4..7 in hi) += A · B.
+template <ScanMode M, int TRANS>
+__device__ __forceinline__ void wgmma_n64(float (&lo)[4][4], float (&hi)[4][4], const uint32_t (&a)[4],
+                                          uint64_t b) {
+    if constexpr (kBf16Operands<M>)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_D32
+                     ", {%32,%33,%34,%35}, %36, p, 1, 1, %37;\n}\n"
+                     : GDN_WG_R16(lo), GDN_WG_R16(hi)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GDN_WG_D32
+                     ", {%32,%33,%34,%35}, %36, p, 1, 1, %37;\n}\n"
+                     : GDN_WG_R16(lo), GDN_WG_R16(hi)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+}
+// x (N = 128: 16 tiles) += A · B.
+template <ScanMode M, int TRANS>
+__device__ __forceinline__ void wgmma_n128(float (&x)[16][4], const uint32_t (&a)[4], uint64_t b) {
+    if constexpr (kBf16Operands<M>)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GDN_WG_D64
+                     ", {%64,%65,%66,%67}, %68, p, 1, 1, %69;\n}\n"
+                     : GDN_WG_R16((x + 0)), GDN_WG_R16((x + 4)), GDN_WG_R16((x + 8)), GDN_WG_R16((x + 12))
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GDN_WG_D64
+                     ", {%64,%65,%66,%67}, %68, p, 1, 1, %69;\n}\n"
+                     : GDN_WG_R16((x + 0)), GDN_WG_R16((x + 4)), GDN_WG_R16((x + 8)), GDN_WG_R16((x + 12))
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+}
+#undef GDN_WG_R4
+#undef GDN_WG_R16
+#undef GDN_WG_D32
+#undef GDN_WG_D64
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
 // A float as TF32 (round to nearest, ties away), kept in a float's bits.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
