@@ -80,10 +80,12 @@ constexpr int kLd16 = K + 8;
 // Their A operands and accumulators are the registers the mma.sync form
 // uses (the layouts are the same per warp). The loading warp stages −W, q
 // and k in wgmma's 128-byte-swizzled atoms instead of rows of K + 8 (Stage::kWQKAtoms);
-// the rest of the step stays on mma.sync. BF16X3 stays on mma.sync.
+// the rest of the step stays on mma.sync. BF16X3 (chunk_scan_bf16x3.cu, also
+// built for sm_90a) runs the term pairs of its split operands as more wgmma
+// on the same shapes: the remainders' rows in a second set of atoms.
 #if defined(GDN_HAVE_WGMMA)
 template <ScanMode MODE>
-constexpr bool kWgmma = MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16;
+constexpr bool kWgmma = MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16 || MODE == ScanMode::kBf16x3;
 #else
 template <ScanMode MODE>
 constexpr bool kWgmma = false;
@@ -223,8 +225,11 @@ struct Stage {
     // 1024-byte boundary at or after the stage's start (wqk_at): atom (a,
     // 8-token group tg, 64 K values kc) at (12 kc + 4 a + tg) · 1024, and in it
     // token t's 16-byte piece j at (t % 8) · 128 + (j ^ (t % 8)) · 16. The
-    // 12 · K / 64 KB fit in kKQ's and kW's bytes with 1 KB to spare.
+    // 12 · K / 64 KB fit in kKQ's and kW's bytes with 1 KB to spare. SPLIT:
+    // the remainders' rows (−W's, and q's and k's where the inputs are not
+    // BF16) in a second such set, kWQKLo bytes on.
     static constexpr int kWQKAtoms = 12 * 1024;                  // bytes of one kc column
+    static constexpr int kWQKLo = K / 64 * kWQKAtoms;
     static constexpr int kW = 64 * kLd16<K> * 2;                 // uint16 [32][kLd16]: −W
     static constexpr int kKQLo = kW + 32 * kLd16<K> * 2;         // SPLIT: uint16 [64][kLd16]: k/q remainders
     static constexpr int kWLo = kKQLo + 64 * kLd16<K> * 2;       // SPLIT: uint16 [32][kLd16]: −W's remainders
@@ -239,7 +244,7 @@ struct Stage {
     static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
     static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, SPLIT)), "stage layout");
-    static_assert(K / 64 * kWQKAtoms + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
+    static_assert((SPLIT ? 2 : 1) * kWQKLo + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
 };
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
@@ -352,6 +357,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const uint16_t* const w_wg = w.W16 + (int64_t(h) * w.rows + wg_tok) * K + wg_piece * 8;
         const int wg_dst[2] = {wg_tok * 128 + ((wg_piece ^ wg_tok) << 4),
                                (wg_tok + 4) * 128 + ((wg_piece ^ (wg_tok + 4)) << 4)};
+        // X3: the remainders' arrays from the values' addresses (elements).
+        const int64_t wg_lo_w = X3 ? w.W16lo - w.W16 : 0, wg_lo_kq = X3 && kq_lo ? w.kq16lo - w.kq16 : 0;
         // A TP16 row is 16 pieces: Tβ, its remainders, P, its remainders (4
         // each; the stage's arrays from kTb on, in this order); BF16X3 adds
         // 8: Tβ's and P's second remainders (the stage's next two arrays).
@@ -409,13 +416,23 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                             cp_async16(at, ok ? w_src + t * K + k0 : w.W16, ok ? 16 : 0);
                             cp_async16(at + 4096, ok ? kq_src + t * 2 * K + K + k0 : w.kq16, ok ? 16 : 0);
                             cp_async16(at + 8192, ok ? kq_src + t * 2 * K + k0 : w.kq16, ok ? 16 : 0);
+                            if constexpr (X3) {  // the remainders' rows, at the same offsets
+                                unsigned char* const lo = at + St::kWQKLo;
+                                cp_async16(lo, ok ? w_src + wg_lo_w + t * K + k0 : w.W16, ok ? 16 : 0);
+                                if (kq_lo) {
+                                    cp_async16(lo + 4096, ok ? kq_src + wg_lo_kq + t * 2 * K + K + k0 : w.kq16,
+                                               ok ? 16 : 0);
+                                    cp_async16(lo + 8192, ok ? kq_src + wg_lo_kq + t * 2 * K + k0 : w.kq16,
+                                               ok ? 16 : 0);
+                                }
+                            }
                         }
                     }
                 } else {
                     kq_rows(w.kq16, St::kKQ);
                     w_rows(w.W16, St::kW);
                 }
-                if constexpr (X3) {
+                if constexpr (X3 && !WG) {
                     if (kq_lo) kq_rows(w.kq16lo, St::kKQLo);
                     w_rows(w.W16lo, St::kWLo);
                 }
@@ -763,27 +780,65 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // while they run, added after them.
         const uint32_t wqk = static_cast<uint32_t>(__cvta_generic_to_shared(wqk_at(sb)));
         if constexpr (WG) {
-            uint32_t sa[K / 16][4];
+            // Step s's B: [−W; q] rows (lo: their remainders' atoms).
+            auto b_wq = [&](int s, bool lo) {
+                return mma::wgmma_desc_sw128(wqk + (lo ? St::kWQKLo : 0) + (s / 4) * St::kWQKAtoms + (s % 4) * 32,
+                                             16, 1024);
+            };
+            if constexpr (X3) {
+                // BF16X3: Ũᵀ first, into d, and Sᵀ's values and remainders
+                // converted 64 K values at a time (fewer registers live across
+                // the wgmma); per step the cross products first: Sᵀ's remainder
+                // · [−W | q], Sᵀ · [−W | q]'s remainders (−W's alone where q is
+                // exact: N = 32), then the values' product.
+                u_product(d);
 #pragma unroll
-            for (int s = 0; s < K / 16; ++s) acc_to_a<MODE>(S, s, sa[s]);
-            mma::fence_operand(sa);
-            mma::fence_operand(d);
-            mma::fence_operand(yq);
-            mma::wgmma_fence();
+                for (int kc = 0; kc < K / 64; ++kc) {
+                    uint32_t sa[4][4], sl[4][4];
 #pragma unroll
-            for (int s = 0; s < K / 16; ++s)
-                mma::wgmma_n64<MODE, 0>(d, yq, sa[s],
-                                        mma::wgmma_desc_sw128(wqk + (s / 4) * St::kWQKAtoms + (s % 4) * 32, 16, 1024));
+                    for (int s = 0; s < 4; ++s) acc_to_a<MODE>(S, 4 * kc + s, sa[s], &sl[s]);
+                    mma::fence_operand(sa);
+                    mma::fence_operand(sl);
+                    mma::fence_operand(d);
+                    mma::fence_operand(yq);
+                    mma::wgmma_fence();
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) {
+                        mma::wgmma_n64<MODE, 0>(d, yq, sl[s], b_wq(4 * kc + s, false));
+                        if (kq_lo)
+                            mma::wgmma_n64<MODE, 0>(d, yq, sa[s], b_wq(4 * kc + s, true));
+                        else
+                            mma::wgmma_n32<MODE, 0>(d, sa[s], b_wq(4 * kc + s, true));
+                        mma::wgmma_n64<MODE, 0>(d, yq, sa[s], b_wq(4 * kc + s, false));
+                    }
+                }
+            } else {
+                uint32_t sa[K / 16][4];
+#pragma unroll
+                for (int s = 0; s < K / 16; ++s) acc_to_a<MODE>(S, s, sa[s]);
+                mma::fence_operand(sa);
+                mma::fence_operand(d);
+                mma::fence_operand(yq);
+                mma::wgmma_fence();
+#pragma unroll
+                for (int s = 0; s < K / 16; ++s) mma::wgmma_n64<MODE, 0>(d, yq, sa[s], b_wq(s, false));
+            }
             mma::wgmma_commit();
-            float u[4][4] = {};
-            u_product(u);
-            mma::wgmma_wait_all();
-            mma::fence_operand(d);
-            mma::fence_operand(yq);
+            if constexpr (X3) {
+                mma::wgmma_wait_all();
+                mma::fence_operand(d);
+                mma::fence_operand(yq);
+            } else {
+                float u[4][4] = {};
+                u_product(u);
+                mma::wgmma_wait_all();
+                mma::fence_operand(d);
+                mma::fence_operand(yq);
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) d[j][e] += u[j][e];
+                    for (int e = 0; e < 4; ++e) d[j][e] += u[j][e];
+            }
         }
 #endif
         if constexpr (!WG) u_product(d);
@@ -844,6 +899,14 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // terms, k (where not exact) as a value and its remainder: the term
         // pairs i + j <= 2, the smallest first.
         auto update = [&] {
+            uint32_t d2a3[2][3][4];  // X3
+            auto build_d2a3 = [&] {
+                float d2[4][4];
+                d2_of(d, d2, F);
+#pragma unroll
+                for (int s = 0; s < 2; ++s) acc_to_a3<MODE>(d2, s, d2a3[s]);
+            };
+            if constexpr (X3 && WG) build_d2a3();
             const float decay = F[0].z;
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
@@ -852,30 +915,42 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #if defined(GDN_HAVE_WGMMA)
             // WG: two wgmma, B = the k rows (MN-major: SBO = the stride between
             // 8-token atoms, LBO = between atoms of 64 K values); issued here,
-            // waited for after the outputs.
+            // waited for after the outputs (BF16X3: the term pairs i + j <= 2 of
+            // D2ᵀ's three terms and k's two, the smallest first).
             if constexpr (WG) {
+                auto upd = [&](const uint32_t(&a)[4], int s, bool lo) {
+                    const uint64_t b = mma::wgmma_desc_sw128(wqk + (lo ? St::kWQKLo : 0) + (8 + 2 * s) * 1024,
+                                                             St::kWQKAtoms, 1024);
+                    if constexpr (K == 128)
+                        mma::wgmma_n128<MODE, 1>(S, a, b);
+                    else
+                        mma::wgmma_n64<MODE, 1>(*reinterpret_cast<float(*)[4][4]>(&S[0]),
+                                                *reinterpret_cast<float(*)[4][4]>(&S[4]), a, b);
+                };
                 mma::fence_operand(S);
-                mma::fence_operand(d2a);
+                if constexpr (X3)
+                    mma::fence_operand(*reinterpret_cast<uint32_t(*)[6][4]>(&d2a3[0][0][0]));
+                else
+                    mma::fence_operand(d2a);
                 mma::wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < 2; ++s) {
-                    const uint64_t b = mma::wgmma_desc_sw128(wqk + (8 + 2 * s) * 1024, St::kWQKAtoms, 1024);
-                    if constexpr (K == 128)
-                        mma::wgmma_n128<MODE, 1>(S, d2a[s], b);
-                    else
-                        mma::wgmma_n64<MODE, 1>(*reinterpret_cast<float(*)[4][4]>(&S[0]),
-                                                *reinterpret_cast<float(*)[4][4]>(&S[4]), d2a[s], b);
+                    if constexpr (X3) {
+                        upd(d2a3[s][2], s, false);
+                        if (kq_lo) {
+                            upd(d2a3[s][1], s, true);
+                            upd(d2a3[s][0], s, true);
+                        }
+                        upd(d2a3[s][1], s, false);
+                        upd(d2a3[s][0], s, false);
+                    } else {
+                        upd(d2a[s], s, false);
+                    }
                 }
                 mma::wgmma_commit();
             }
 #endif
-            uint32_t d2a3[2][3][4];  // X3
-            if constexpr (X3) {
-                float d2[4][4];
-                d2_of(d, d2, F);
-#pragma unroll
-                for (int s = 0; s < 2; ++s) acc_to_a3<MODE>(d2, s, d2a3[s]);
-            }
+            if constexpr (X3 && !WG) build_d2a3();
 #pragma unroll
             for (int s = 0; s < (WG ? 0 : 2); ++s)  // WG: issued above
 #pragma unroll
@@ -948,7 +1023,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // The state's chain first, so that the outputs' products and stores
         // fill its latency; BF16X3 the other way round (at K = 128 the update
         // first keeps more registers live: 48-60 bytes spilled instead of 4).
-        if constexpr (X3) {
+        if constexpr (X3 && !WG) {
             outputs();
             update();
         } else {

@@ -192,6 +192,22 @@ __device__ __forceinline__ void fence_operand(uint32_t (&x)[N][4]) {
     "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"  \
     "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 
+#define GDN_WG_D16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+
+// x (N = 32: tiles 0..3) += A · B.
+template <ScanMode M, int TRANS>
+__device__ __forceinline__ void wgmma_n32(float (&x)[4][4], const uint32_t (&a)[4], uint64_t b) {
+    if constexpr (kBf16Operands<M>)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " GDN_WG_D16
+                     ", {%16,%17,%18,%19}, %20, p, 1, 1, %21;\n}\n"
+                     : GDN_WG_R16(x)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " GDN_WG_D16
+                     ", {%16,%17,%18,%19}, %20, p, 1, 1, %21;\n}\n"
+                     : GDN_WG_R16(x)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TRANS));
+}
 // [lo | hi] (N = 64: tiles 0..3 in lo, 4..7 in hi) += A · B.
 template <ScanMode M, int TRANS>
 __device__ __forceinline__ void wgmma_n64(float (&lo)[4][4], float (&hi)[4][4], const uint32_t (&a)[4],
@@ -223,6 +239,7 @@ __device__ __forceinline__ void wgmma_n128(float (&x)[16][4], const uint32_t (&a
 }
 #undef GDN_WG_R4
 #undef GDN_WG_R16
+#undef GDN_WG_D16
 #undef GDN_WG_D32
 #undef GDN_WG_D64
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
