@@ -3,7 +3,10 @@
 // several batches, inputs and states rotated over enough copies to exceed
 // twice the L2), and host time per call without graphs.
 //
-//   gdn_bench_cuda [prompt|decode|tc|windows|host|all|profile-chunked|profile-decode] [--reps N]
+//   gdn_bench_cuda [prompt|decode|tc|windows|host|all|profile-chunked|profile-decode|bits] [--reps N]
+//
+// bits (not part of all): one forced-chunked call per case (5 precisions x 8
+// shapes), printing FNV-1a hashes of out and state: diff two builds' outputs.
 //
 // Shapes: H_k = 16, H_v = 48, K = V = 128, one sequence (prompt) or N
 // sequences of one token (decode); FP32 state in a pool.
@@ -440,6 +443,167 @@ void host() {
     std::fflush(stdout);
 }
 
+// ------------------------------------------------------------------- bits
+// `bits`: one forced-chunked call per case on deterministic inputs, workspace
+// and outputs pre-filled with 0xFF; prints FNV-1a 64 hashes of out and of the
+// whole state pool, so that two builds can be compared with diff.
+
+uint64_t fnv1a(const std::vector<unsigned char>& b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : b) h = (h ^ c) * 0x100000001b3ull;
+    return h;
+}
+
+// A shape; each one runs under every precision (same inputs: the seed is the
+// shape's index).
+struct BitsCase {
+    int32_t dim;          // K = V
+    gdn_dtype_t in, out;  // q/k/v/z and out; gates f32
+    int32_t hk, hv;
+    bool varlen;          // lengths {1, 33, 700, 2065, 95}, slots with padding; else one of 4099
+    uint32_t flags;
+};
+
+const BitsCase kBitsCases[] = {
+    {128, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 2, 16, false, 0},
+    {128, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 4, 8, true, GDN_FLAG_QK_L2NORM},
+    {128, GDN_DTYPE_F32, GDN_DTYPE_F32, 4, 12, false, GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM},
+    {128, GDN_DTYPE_F32, GDN_DTYPE_BF16, 2, 16, true, 0},
+    {64, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 4, 12, true, GDN_FLAG_OUTPUT_NORM},
+    {64, GDN_DTYPE_F32, GDN_DTYPE_F32, 2, 16, false, GDN_FLAG_QK_L2NORM},
+    {64, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 2, 16, false, GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM},
+    {64, GDN_DTYPE_F32, GDN_DTYPE_F32, 4, 8, true, 0},
+};
+
+void* upload(const void* src, size_t bytes) {
+    void* d = nullptr;
+    CK(cudaMalloc(&d, std::max<size_t>(bytes, 1)));
+    CK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+// Status of a call: true on success, false on GDN_ERROR_NOT_SUPPORTED (the
+// case is skipped), exit otherwise.
+bool supported(gdn_status_t st, const std::string& name, const char* what) {
+    if (st == GDN_SUCCESS) return true;
+    if (st == GDN_ERROR_NOT_SUPPORTED) {
+        std::printf("bits %s skipped: %s\n", name.c_str(), gdn_last_error());
+        return false;
+    }
+    check_gdn(st, (name + ": " + what).c_str());
+    return false;
+}
+
+void run_bits_case(const gdn_caps_t& caps, const BitsCase& c, size_t seed, gdn_precision_t prec) {
+    const std::vector<int32_t> lens = c.varlen ? std::vector<int32_t>{1, 33, 700, 2065, 95}
+                                               : std::vector<int32_t>{4099};
+    // Varlen: sequence 1 is padding, slots 1 and 3 are named by no one,
+    // sequences 0 and 3 start from zero.
+    const std::vector<int32_t> slots = {4, -1, 0, 2, 5};
+    const std::vector<uint8_t> zero = {1, 0, 0, 1, 0};
+    const int32_t n_slots = c.varlen ? 6 : 1;
+    std::vector<int32_t> cu(1, 0);
+    for (int32_t l : lens) cu.push_back(cu.back() + l);
+    const int64_t T = cu.back();
+    const int32_t D = c.dim;
+    char name[160];
+    std::snprintf(name, sizeof name, "%s/K%d/%s-%s/hk%d-hv%d/%s%s%s", gdn::precision_name(prec), D,
+                  gdn::dtype_name(c.in), gdn::dtype_name(c.out), c.hk, c.hv, c.varlen ? "varlen" : "T4099",
+                  c.flags & GDN_FLAG_QK_L2NORM ? "/l2norm" : "", c.flags & GDN_FLAG_OUTPUT_NORM ? "/onorm" : "");
+
+    gdn_problem_t p;
+    gdn_problem_init(&p);
+    p.num_seqs = int32_t(lens.size());
+    p.num_tokens = T;
+    p.max_seqlen = *std::max_element(lens.begin(), lens.end());
+    p.num_k_heads = c.hk, p.num_v_heads = c.hv;
+    p.head_dim_k = p.head_dim_v = D;
+    p.input_dtype = c.in, p.gate_dtype = GDN_DTYPE_F32, p.output_dtype = c.out;
+    p.num_state_slots = n_slots;
+    p.algorithm = GDN_ALGO_CHUNKED;
+    p.precision = prec;
+    p.flags = c.flags;
+
+    // Inputs: q, v, z ~ N(0,1), k ~ N(0,1) (3x with the L2 norm, else unit rows).
+    g_rng = 0x9E3779B97F4A7C15ull * (seed + 1);
+    const size_t es = c.in == GDN_DTYPE_F32 ? 4 : 2, eo = c.out == GDN_DTYPE_F32 ? 4 : 2;
+    const size_t nqk = size_t(T) * c.hk * D, nv = size_t(T) * c.hv * D, ng = size_t(T) * c.hv;
+    std::vector<unsigned char> q(nqk * es), k(nqk * es), v(nv * es), z(nv * es);
+    for (size_t i = 0; i < nqk; ++i) gdn::store_element(q.data(), c.in, int64_t(i), float(normal()));
+    const bool l2 = (c.flags & GDN_FLAG_QK_L2NORM) != 0;
+    std::vector<double> row(static_cast<size_t>(D));
+    for (size_t r = 0; r < nqk / size_t(D); ++r) {
+        double n2 = 0;
+        for (double& x : row) x = normal() * (l2 ? 3.0 : 1.0), n2 += x * x;
+        const double f = l2 ? 1.0 : 1.0 / std::sqrt(n2);
+        for (int32_t i = 0; i < D; ++i)
+            gdn::store_element(k.data(), c.in, int64_t(r) * D + i, float(row[size_t(i)] * f));
+    }
+    for (size_t i = 0; i < nv; ++i) gdn::store_element(v.data(), c.in, int64_t(i), float(normal()));
+    for (size_t i = 0; i < nv; ++i) gdn::store_element(z.data(), c.in, int64_t(i), float(normal()));
+    std::vector<float> g(ng), beta(ng), w(static_cast<size_t>(D)), state(size_t(n_slots) * c.hv * D * D);
+    for (float& x : g) x = float(-0.3 + 0.29 * uniform());
+    for (float& x : beta) x = float(uniform());
+    for (float& x : w) x = float(0.5 + uniform());
+    for (float& x : state) x = float(0.5 * normal());
+
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    if (!supported(gdn_select_path(&caps, &p, nullptr, &info), name, "gdn_select_path")) return;
+    size_t ws_bytes = 0;
+    if (!supported(gdn_workspace_size(&caps, &p, &ws_bytes), name, "gdn_workspace_size")) return;
+
+    std::vector<void*> bufs;
+    auto up = [&](const void* src, size_t bytes) { bufs.push_back(upload(src, bytes)); return bufs.back(); };
+    gdn_tensors_t t;
+    gdn_tensors_init(&t);
+    t.q = up(q.data(), q.size()), t.k = up(k.data(), k.size()), t.v = up(v.data(), v.size());
+    t.g = up(g.data(), g.size() * 4), t.beta = up(beta.data(), beta.size() * 4);
+    t.state = static_cast<float*>(up(state.data(), state.size() * 4));
+    if (c.flags & GDN_FLAG_OUTPUT_NORM) {
+        t.z = up(z.data(), z.size());
+        t.norm_weight = static_cast<const float*>(up(w.data(), w.size() * 4));
+    }
+    if (c.varlen) {
+        t.cu_seqlens = static_cast<const int32_t*>(up(cu.data(), cu.size() * 4));
+        t.state_indices = static_cast<const int32_t*>(up(slots.data(), slots.size() * 4));
+        t.start_from_zero = static_cast<const uint8_t*>(up(zero.data(), zero.size()));
+    }
+    std::vector<unsigned char> out(nv * eo), pool(state.size() * 4);
+    void* d_out = nullptr;
+    void* ws = nullptr;
+    CK(cudaMalloc(&d_out, out.size()));
+    CK(cudaMemset(d_out, 0xFF, out.size()));
+    bufs.push_back(t.out = d_out);
+    if (ws_bytes) {
+        CK(cudaMalloc(&ws, ws_bytes));
+        CK(cudaMemset(ws, 0xFF, ws_bytes));
+        bufs.push_back(ws);
+    }
+    const bool ran = supported(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), name,
+                               "gdn_chunked_recurrence");
+    CK(cudaDeviceSynchronize());
+    if (ran) {
+        CK(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(pool.data(), t.state, pool.size(), cudaMemcpyDeviceToHost));
+        std::printf("bits %s out=%016llx state=%016llx\n", name, (unsigned long long)fnv1a(out),
+                    (unsigned long long)fnv1a(pool));
+    }
+    std::fflush(stdout);
+    for (void* b : bufs) CK(cudaFree(b));
+}
+
+void bits() {
+    gdn_caps_t caps;
+    gdn_caps_init(&caps);
+    check_gdn(gdn_probe(GDN_BACKEND_CUDA, 0, &caps), "gdn_probe");
+    std::printf("\n## bits: forced chunked, one call per case; FNV-1a 64 of out and of the state pool\n\n");
+    for (gdn_precision_t prec : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
+                                 GDN_PRECISION_BF16X3, GDN_PRECISION_TF32X3})
+        for (size_t i = 0; i < sizeof kBitsCases / sizeof kBitsCases[0]; ++i)
+            run_bits_case(caps, kBitsCases[i], i, prec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -470,6 +634,7 @@ int main(int argc, char** argv) {
     if (what == "host" || what == "all") host();
     if (what == "tc" || what == "all") tensor_cores(reps);
     if (what == "windows" || what == "all") windows(reps);
+    if (what == "bits") bits();
     // A few calls of one shape, for a profiler: "profile-chunked" (T = 2048,
     // bf16) or "profile-decode" (N = 64, bf16).
     if (what == "profile-chunked" || what == "profile-decode") {
