@@ -167,19 +167,14 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // Accumulator registers pinned at this point of the program: the compiler
 // may not move their uses across it (after wgmma_wait_all: the results are
 // in them only from there on).
-template <int N>
-__device__ __forceinline__ void fence_operand(float (&x)[N][4]) {
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <typename T, int N>
+__device__ __forceinline__ void fence_operand(T (&x)[N][4]) {
 #pragma unroll
     for (int j = 0; j < N; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[j][e])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_operand(uint32_t (&x)[N][4]) {
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(x[j][e])::"memory");
+        for (int e = 0; e < 4; ++e) fence_operand(x[j][e]);
 }
 
 #define GDN_WG_R4(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3])
