@@ -699,6 +699,12 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 template <int K, int IN_BYTES, ScanMode GRAM>
 __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p, const ChunkScratch w,
                                                               int64_t win0, int64_t win1) {
+    // The kernel after this one (the window's scan, or the output norm) may
+    // be launched once every block of this grid has started: its blocks take
+    // the SMs this grid's last blocks leave and wait there (its
+    // grid_dependency_wait) for this grid to complete, instead of being
+    // launched only then. No block of this grid is left waiting for an SM.
+    allow_dependent_launch();
     extern __shared__ __align__(16) float smem[];
     const int32_t kh = blockIdx.y;
     const int64_t pos0 = win0 + int64_t(blockIdx.x) * kChunk;

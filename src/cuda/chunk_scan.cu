@@ -14,6 +14,9 @@ namespace {
 // window's tokens in w.O; one warp per (token, value head).
 __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, const ChunkScratch w,
                                                              int64_t win0, int64_t win1) {
+    // The next window's scan may be launched once every block of this grid
+    // has started (as the prep does, chunk_prep.cu); it waits for this grid.
+    allow_dependent_launch();
     grid_dependency_wait();  // the scan's raw outputs (backend.cpp: the kernel ahead is the next prep)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = int64_t(blockIdx.x) * 8 + warp;
