@@ -360,7 +360,10 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // norm of window i. Where windows overlap, every kernel but the first is
     // a programmatic dependent of the one before it:
     // - the scan waits for the prep (and transitively everything before);
-    //   once it runs, the next prep starts beside it on the free SMs;
+    //   the prep lets it launch once all the prep's blocks have started, so
+    //   its blocks take the SMs the prep's last blocks leave and wait there
+    //   (the output norm does the same for the next scan); once it runs,
+    //   the next prep starts beside it on the free SMs;
     // - that prep reads only the call's inputs and writes the half the
     //   previous scan read, which had ended before this scan started; one of
     //   its threads waits for this scan, so that its completion implies the
