@@ -25,6 +25,19 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // two windows without the output norm: on sm_90 each kernel a
+                 // programmatic dependent of the one before (the prep of window 1
+                 // beside the scan of window 0, the scan launched while the
+                 // prep's last blocks run), varlen, padding, zero starts
+        s.seq_lens = {2080, 0, 33, 1};
+        s.hk = 1, s.hv = 2, s.k = s.v = 64;
+        s.flags = GDN_FLAG_QK_L2NORM;
+        s.state_indices = {2, 1, -1, 0};
+        s.start_from_zero = {0, 1, 1, 0};
+        s.input = GDN_DTYPE_BF16;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // K = V = 128, G = 3, [V][K], interleaved, f16 out, odd row strides
         s.seq_lens = {97};
         s.hk = 1, s.hv = 3, s.k = s.v = 128;
