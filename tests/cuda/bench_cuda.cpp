@@ -51,6 +51,14 @@ void check_gdn(gdn_status_t st, const char* what) {
     }
 }
 
+// A device copy of bytes bytes at src (at least one byte allocated).
+void* upload(const void* src, size_t bytes) {
+    void* d = nullptr;
+    CK(cudaMalloc(&d, std::max<size_t>(bytes, 1)));
+    CK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
 struct DeviceSet {
     void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *out = nullptr;
     float* state = nullptr;
@@ -137,21 +145,14 @@ public:
         const auto qb = as_dtype(q), kb = as_dtype(k), vb = as_dtype(v);
         sets_.resize(size_t(sets));
         for (DeviceSet& s : sets_) {
-            CK(cudaMalloc(&s.q, qk_bytes_));
-            CK(cudaMalloc(&s.k, qk_bytes_));
-            CK(cudaMalloc(&s.v, v_bytes_));
+            s.q = upload(qb.data(), qk_bytes_);
+            s.k = upload(kb.data(), qk_bytes_);
+            s.v = upload(vb.data(), v_bytes_);
+            s.g = upload(h.g.data(), gate_bytes_);
+            s.beta = upload(h.beta.data(), gate_bytes_);
+            s.state = static_cast<float*>(upload(h.state.data(), state_bytes_));
+            s.cu = static_cast<int32_t*>(upload(cu.data(), cu.size() * 4));
             CK(cudaMalloc(&s.out, v_bytes_));
-            CK(cudaMalloc(&s.g, gate_bytes_));
-            CK(cudaMalloc(&s.beta, gate_bytes_));
-            CK(cudaMalloc(reinterpret_cast<void**>(&s.state), state_bytes_));
-            CK(cudaMalloc(reinterpret_cast<void**>(&s.cu), cu.size() * 4));
-            CK(cudaMemcpy(s.q, qb.data(), qk_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.k, kb.data(), qk_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.v, vb.data(), v_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.g, h.g.data(), gate_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.beta, h.beta.data(), gate_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.state, h.state.data(), state_bytes_, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(s.cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
             CK(cudaMemset(s.out, 0, v_bytes_));
         }
         size_t ws = 0;
@@ -474,13 +475,6 @@ const BitsCase kBitsCases[] = {
     {64, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 2, 16, false, GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM},
     {64, GDN_DTYPE_F32, GDN_DTYPE_F32, 4, 8, true, 0},
 };
-
-void* upload(const void* src, size_t bytes) {
-    void* d = nullptr;
-    CK(cudaMalloc(&d, std::max<size_t>(bytes, 1)));
-    CK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
 
 // Status of a call: true on success, false on GDN_ERROR_NOT_SUPPORTED (the
 // case is skipped), exit otherwise.
