@@ -16,6 +16,10 @@ both); every sequence starts from its own random FP32 initial state. Methods:
   fla bf16                          chunk_gated_delta_rule, the same bf16 tensors
   fla fp32-in                       the same inputs before bf16 rounding (f32 q/k/v/out;
                                     its dots then run in tf32)
+  fla bf16 cp                       (--fla-cp) fla bf16 with its intra-card context-parallel
+                                    backend: FLA_INTRACARD_CP=1, torch.inference_mode() and
+                                    cu_seqlens even for one sequence (the backend's conditions);
+                                    a long sequence is split into sub-sequences run side by side
 Inputs (identical for both libraries, no in-kernel norm): q ~ N(0, 1), k
 L2-normalised per row, v ~ N(0, 1), g ~ U(-0.3, -0.01) (log-space decay),
 beta ~ U(0, 1), h0 ~ 0.5 N(0, 1); scale 1/sqrt(K); grouped heads (value head h
@@ -33,8 +37,10 @@ usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.2.0 [--quick | 
        python3 scripts/bench_fla.py --selftest   (the FP64 references on the CPU, no GPU)
 """
 import argparse
+import contextlib
 import ctypes
 import math
+import os
 import sys
 import time
 
@@ -337,19 +343,38 @@ def shape_name(lens):
 PHASES = {}  # wall time of run_shape's phases (errors included), for the progress line
 
 
-def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
+class fla_intracard_cp:
+    """fla's intra-card context-parallel backend for the calls inside (fla reads the variable per call)."""
+
+    def __enter__(self):
+        self.old = os.environ.get("FLA_INTRACARD_CP")
+        os.environ["FLA_INTRACARD_CP"] = "1"
+        self.mode = torch.inference_mode()
+        self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        self.mode.__exit__(*exc)
+        if self.old is None:
+            del os.environ["FLA_INTRACARD_CP"]
+        else:
+            os.environ["FLA_INTRACARD_CP"] = self.old
+
+
+def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
     """Times and errors of every method for one shape; returns (times, errors, err_note, paths)."""
     T = sum(lens)
     n = len(lens)
     q, k, v, g, beta, h0 = inputs(T, hv, n_state=n, seed=seed)
     qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
     cu32 = cu64 = cu_cpu = None
+    offs = [0]
+    for L in lens:
+        offs.append(offs[-1] + L)
+    cu_all_cpu = torch.tensor(offs, dtype=torch.int64)  # for fla's CP backend, one sequence too
+    cu_all = cu_all_cpu.to(DEV)
     if n > 1:
-        offs = [0]
-        for L in lens:
-            offs.append(offs[-1] + L)
-        cu_cpu = torch.tensor(offs, dtype=torch.int64)
-        cu64 = cu_cpu.to(DEV)
+        cu_cpu = cu_all_cpu
+        cu64 = cu_all
         cu32 = cu_cpu.to(device=DEV, dtype=torch.int32)
     maxlen = max(lens)
     times, errs, paths = {}, {}, {}
@@ -387,33 +412,45 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed):
     PHASES["gdn"] = time.time() - t_phase
     t_phase = time.time()
     if fla_chunk:
-        def fla_call(x_q, x_k, x_v, state):
+        def fla_call(x_q, x_k, x_v, state, varlen=False):
             qq, kk, vv, gg, bb = x_q[None], x_k[None], x_v[None], g[None], beta[None]
             kw = dict(initial_state=state, output_final_state=True)
-            if cu64 is not None:
-                kw.update(cu_seqlens=cu64, cu_seqlens_cpu=cu_cpu)
+            if cu64 is not None or varlen:
+                kw.update(cu_seqlens=cu_all, cu_seqlens_cpu=cu_all_cpu)
             return lambda: fla_chunk(qq, kk, vv, gg, bb, **kw)
-        for key, xs, rkey in (("fla bf16", (qb, kb, vb), "bf16"), ("fla fp32-in", (q, k, v), "f32")):
-            call = fla_call(*xs, h0)
-            if do_err:
-                o, s = call()
-                torch.cuda.synchronize()
-                errs[key] = err_str(o[0], s, *refs[rkey])
-                del o, s
-            times[key] = graph_time_ms(call)
-            del call
+        runs = [("fla bf16", (qb, kb, vb), "bf16", False), ("fla fp32-in", (q, k, v), "f32", False)]
+        if fla_cp:
+            runs.append(("fla bf16 cp", (qb, kb, vb), "bf16", True))
+        for key, xs, rkey, cp in runs:
+            try:
+                with (fla_intracard_cp() if cp else contextlib.nullcontext()):
+                    call = fla_call(*xs, h0, varlen=cp)
+                    if do_err:
+                        o, s = call()
+                        torch.cuda.synchronize()
+                        errs[key] = err_str(o[0], s, *refs[rkey])
+                        del o, s
+                    times[key] = graph_time_ms(call)
+                    del call
+            except Exception as e:  # noqa: BLE001  (an optional backend's failure is reported, not fatal)
+                if not cp:
+                    raise
+                print(f"  ({key} failed: {str(e).splitlines()[0][:160]})")
+                times[key] = (float("nan"), "!")
     PHASES["fla"] = time.time() - t_phase
     del refs
     torch.cuda.empty_cache()
     return times, errs, (shape_name(lens) if do_err else "not measured"), paths
 
 
-def matrix(gdn, fla_chunk, shapes, err_max_tokens):
+def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
     methods = [f"gdn {p}" for p, _ in PRECISIONS] + (["fla bf16", "fla fp32-in"] if fla_chunk else [])
+    if fla_chunk and fla_cp:
+        methods.append("fla bf16 cp")
     results = []
     for i, (hv, lens) in enumerate(shapes):
         t0 = time.time()
-        r = run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed=10 + i)
+        r = run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed=10 + i, fla_cp=fla_cp)
         results.append((hv, lens) + r)
         # Errors on the progress line too: a run cut by its time limit keeps them.
         print(f"  [{hv} value heads, {shape_name(lens)}: {time.time() - t0:.1f} s ("
@@ -467,6 +504,7 @@ def selftest():
 
 
 def main():
+    global HK
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib")
     ap.add_argument("--quick", action="store_true", help="a few shapes, under a minute")
@@ -475,6 +513,11 @@ def main():
     ap.add_argument("--err-max-tokens", type=int, default=1 << 30,
                     help="measure errors only on shapes of at most this many tokens (default: all)")
     ap.add_argument("--no-decode", action="store_true", help="skip the decode and host-time tables")
+    ap.add_argument("--hk", type=int, default=HK,
+                    help=f"key heads (default {HK}); every H_v of --shapes must be a multiple of it, e.g. "
+                    "--hk 4 --shapes 8:32768 for a model of H_k 16, H_v 32 split over 4 GPUs")
+    ap.add_argument("--fla-cp", action="store_true",
+                    help="also fla bf16 through its intra-card context-parallel backend (FLA_INTRACARD_CP=1)")
     ap.add_argument("--abi", action="store_true", help="print the ctypes layouts and exit")
     ap.add_argument("--selftest", action="store_true", help="check the FP64 references on the CPU and exit")
     args = ap.parse_args()
@@ -485,6 +528,7 @@ def main():
         return selftest()
     if not args.lib:
         ap.error("--lib is required")
+    HK = args.hk
     t_start = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     gdn = Gdn(args.lib)
@@ -522,7 +566,7 @@ def main():
         shapes = [(hv, (T,)) for hv in (48, 64) for T in (512, 2048, 8192, 32768, 65536)]
         shapes += [(hv, (4096,) * 8) for hv in (48, 64)]
     print(f"\n## gdn precisions beside fla chunk_gated_delta_rule ({len(shapes)} shapes)\n")
-    matrix(gdn, chunk_gated_delta_rule, shapes, args.err_max_tokens)
+    matrix(gdn, chunk_gated_delta_rule, shapes, args.err_max_tokens, args.fla_cp)
     print(f"\n(matrix: {time.time() - t_start:.0f} s so far)")
     if args.no_decode:
         return 0
