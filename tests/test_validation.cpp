@@ -754,6 +754,25 @@ TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation
     CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, true) == 3);
 }
 
+TEST_CASE("CUDA: the register-state scan's sequence lanes", "[validation][dispatch]") {
+    namespace policy = gdn::policy;
+    // One lane where the heads' blocks (Hk * G * V / 64) fill more than half
+    // of the SMs: H_v 48 and 64 at V = 128 on 132 SMs, the grid as before.
+    CHECK(policy::cuda_scan_mma_lanes(16, 3, 128, 132, 8) == 1);
+    CHECK(policy::cuda_scan_mma_lanes(16, 4, 128, 132, 8) == 1);
+    // H_v 32: two lanes; H_k 4, H_v 8: 16 blocks a lane, 8 lanes, at most one
+    // per sequence; H_k 2, H_v 4: 8 blocks, 16 lanes.
+    CHECK(policy::cuda_scan_mma_lanes(16, 2, 128, 132, 8) == 2);
+    CHECK(policy::cuda_scan_mma_lanes(4, 2, 128, 132, 37) == 8);
+    CHECK(policy::cuda_scan_mma_lanes(4, 2, 128, 132, 5) == 5);
+    CHECK(policy::cuda_scan_mma_lanes(2, 2, 128, 132, 37) == 16);
+    // One sequence, or more blocks than SMs: one lane.
+    CHECK(policy::cuda_scan_mma_lanes(2, 2, 128, 132, 1) == 1);
+    CHECK(policy::cuda_scan_mma_lanes(64, 4, 128, 132, 100) == 1);
+    // gridDim.z's limit.
+    CHECK(policy::cuda_scan_mma_lanes(1, 1, 64, 1 << 20, 1 << 20) == 65535);
+}
+
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");
     CHECK(std::string(gdn_status_string(GDN_ERROR_INVALID_ARGUMENT)) == "invalid argument");

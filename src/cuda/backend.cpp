@@ -345,6 +345,13 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
                                                     caps.shared_mem_per_block_optin,
                                                     mode == ScanMode::kBf16x3);
+    // Its sequence lanes: a batch's sequences side by side where the heads
+    // leave SMs free (dispatch.hpp).
+    const int lanes = use_scan_mma(mode) ? policy::cuda_scan_mma_lanes(shape.num_k_heads, shape.group,
+                                                                       shape.head_dim_v,
+                                                                       caps.multiprocessor_count,
+                                                                       shape.num_seqs)
+                                         : 1;
     // Windows of kCudaWindowTokens (what workspace_size() sized), or longer
     // where the workspace holds their scratch and the prompt makes at least
     // kCudaMinWindows of them (dispatch.hpp); the windows do not change the
@@ -384,7 +391,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
         const int64_t b = std::min(a + l.window, shape.num_tokens);
         const ChunkScratch& w = l.scratch[(a / l.window) % 2];
-        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, stages, mode, a == 0,
+        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, stages, lanes, mode, a == 0,
                                            stream, overlap))
             return device_error("launching the CUDA chunk scan kernel", e);
         if (b < shape.num_tokens)

@@ -46,18 +46,18 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision) {
 namespace {
 template <ScanMode MODE>
 cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                        int ncol, int stages, bool zero_empty, cudaStream_t stream,
+                        int ncol, int stages, int lanes, bool zero_empty, cudaStream_t stream,
                         bool overlap) {
     if constexpr (kRegStateScan<MODE>) {
         // The register-state scan, on the 16-bit k/q rows the prep wrote.
         if (!w.kq16 || (MODE == ScanMode::kBf16x3 && !w.W16lo)) return cudaErrorInvalidValue;
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, stages, zero_empty, stream,
-                                                 overlap);
-        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, stages, zero_empty, stream,
-                                             overlap);
+            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, stages, lanes, zero_empty,
+                                                 stream, overlap);
+        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, stages, lanes, zero_empty,
+                                             stream, overlap);
     } else {
-        (void)stages;  // one layout
+        (void)stages, (void)lanes;  // one layout, one lane
         if (p.in_dt == GDN_DTYPE_F32)
             return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
         return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
@@ -66,23 +66,23 @@ cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, in
 }  // namespace
 
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, int stages, ScanMode mode,
+                              int64_t window_end, int ncol, int stages, int lanes, ScanMode mode,
                               bool zero_empty_sequences, cudaStream_t stream, bool overlap) {
     switch (mode) {
         case ScanMode::kFp32:
-            return launch_mode<ScanMode::kFp32>(p, w, window_start, window_end, ncol, stages,
+            return launch_mode<ScanMode::kFp32>(p, w, window_start, window_end, ncol, stages, lanes,
                                                 zero_empty_sequences, stream, overlap);
         case ScanMode::kBf16:
-            return launch_mode<ScanMode::kBf16>(p, w, window_start, window_end, ncol, stages,
+            return launch_mode<ScanMode::kBf16>(p, w, window_start, window_end, ncol, stages, lanes,
                                                 zero_empty_sequences, stream, overlap);
         case ScanMode::kFp16:
-            return launch_mode<ScanMode::kFp16>(p, w, window_start, window_end, ncol, stages,
+            return launch_mode<ScanMode::kFp16>(p, w, window_start, window_end, ncol, stages, lanes,
                                                 zero_empty_sequences, stream, overlap);
         case ScanMode::kBf16x3:
-            return launch_mode<ScanMode::kBf16x3>(p, w, window_start, window_end, ncol, stages,
+            return launch_mode<ScanMode::kBf16x3>(p, w, window_start, window_end, ncol, stages, lanes,
                                                   zero_empty_sequences, stream, overlap);
         case ScanMode::kTf32x3:
-            return launch_mode<ScanMode::kTf32x3>(p, w, window_start, window_end, ncol, stages,
+            return launch_mode<ScanMode::kTf32x3>(p, w, window_start, window_end, ncol, stages, lanes,
                                                   zero_empty_sequences, stream, overlap);
     }
     return cudaErrorInvalidValue;

@@ -59,10 +59,12 @@ struct Chunk {
     int L;       // tokens (1..32)
 };
 
-// The first chunk of sequences n, n+1, ... that starts in [win0, win1).
+// The first chunk of sequences n, n + step, n + 2 step, ... that starts in
+// [win0, win1). A scan whose grid has `step` sequence lanes (gridDim.z) walks
+// lane z's sequences: first_seq_ending_after(win0) + z, then every step-th.
 __device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, int64_t win0,
-                                                  int64_t win1) {
-    for (; n < p.num_seqs; ++n) {
+                                                  int64_t win1, int32_t step = 1) {
+    for (; n < p.num_seqs; n += step) {
         const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
         if (bos >= win1) break;
         if (eos <= bos || seq_slot(p, n) < 0) continue;
@@ -74,16 +76,17 @@ __device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, in
     return {-1, 0, 0};
 }
 
-// The chunk after c, given the end eos of c's sequence.
+// The chunk after c, given the end eos of c's sequence (the next sequence of
+// c's lane where c's ends).
 __device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t eos,
-                                            int64_t win0, int64_t win1) {
+                                            int64_t win0, int64_t win1, int32_t step = 1) {
     const int64_t cs = c.cs + kChunk;
     if (cs < eos && cs < win1) return {c.n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
-    return first_chunk_from(p, c.n + 1, win0, win1);
+    return first_chunk_from(p, c.n + step, win0, win1, step);
 }
 __device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t win0,
-                                            int64_t win1) {
-    return next_chunk(p, c, seq_end(p, c.n), win0, win1);
+                                            int64_t win1, int32_t step = 1) {
+    return next_chunk(p, c, seq_end(p, c.n), win0, win1, step);
 }
 
 // The (K, NCOL) this scan is built for: the chunked path's K in {64, 128},

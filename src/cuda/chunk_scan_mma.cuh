@@ -300,7 +300,13 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     auto ld_n = [&](int ld) { return ((lane >> 4) * 8 + (lane & 7)) * ld + ((lane >> 3) & 1) * 8; };
     auto ld_k = [&](int ld) { return (((lane >> 3) & 1) * 8 + (lane & 7)) * ld + (lane >> 4) * 8; };
 
-    Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
+    // Sequence lanes (gridDim.z, backend.cpp): lane z walks the window's
+    // sequences z, z + lanes, ... (counted from the first that reaches into the
+    // window), each from its state in the pool, so that a batch's sequences
+    // run side by side where the heads leave SMs free. The bits of a sequence
+    // do not depend on the lane that runs it.
+    Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0) + int32_t(blockIdx.z), win0,
+                                       win1, int32_t(gridDim.z));
 
     // STAGES stages of loaded rows. While the compute warps work on chunk i
     // (stage i % STAGES), the loading warp fills stage (i + STAGES − 1) %
@@ -501,7 +507,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     if (lane + 32 * m < NCOL) vb[i * LDV + lane + 32 * m] = In(vr[i][m]);
         };
         auto next = [&](const Chunk& c) {
-            return c.n < 0 ? c : scan::next_chunk(p, c, win0, win1);
+            return c.n < 0 ? c : scan::next_chunk(p, c, win0, win1, int32_t(gridDim.z));
         };
         // v rows (read from memory, unlike the rest) into L2 a chunk before
         // they are copied: lane t the lines of token t's NCOL values.
@@ -623,7 +629,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
     // Sequences without tokens that start from zero still get a zero state
     // (the sequential path writes one too); window 0 takes care of them.
-    if (zero_empty_sequences && p.start_from_zero)
+    if (zero_empty_sequences && p.start_from_zero && blockIdx.z == 0)
         for (int32_t n = 0; n < p.num_seqs; ++n)
             if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
                 store_state(n, true);
@@ -721,7 +727,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     for (int si = 0;; si = si == STAGES - 1 ? 0 : si + 1) {
         // The next chunk, from the end of cur's sequence kept in a register
         // (no load of cu_seqlens on the chunk step's path).
-        const Chunk nxt = scan::next_chunk(p, cur, cur_end, win0, win1);
+        const Chunk nxt = scan::next_chunk(p, cur, cur_end, win0, win1, int32_t(gridDim.z));
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo
@@ -1051,9 +1057,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 }
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
-cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
-    const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
+    const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
     return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES>, grid,
                          dim3(2 * NCOL + 32),
                          policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3),
@@ -1067,16 +1073,18 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 // for the device; set_attributes_in raised the limit of those that fit).
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, int stages, bool zero_empty, cudaStream_t stream,
+                      int ncol, int stages, int lanes, bool zero_empty, cudaStream_t stream,
                       bool overlap) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
-    if (ncol != NCOL || p.V % NCOL != 0 || (stages != 3 && stages != 4)) return cudaErrorInvalidValue;
+    if (ncol != NCOL || p.V % NCOL != 0 || (stages != 3 && stages != 4) || lanes < 1 ||
+        lanes > 65535)
+        return cudaErrorInvalidValue;
     if (p.K == 64)
-        return stages == 4 ? launch<64, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, zero_empty, stream, overlap)
-                           : launch<64, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, zero_empty, stream, overlap);
+        return stages == 4 ? launch<64, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, lanes, zero_empty, stream, overlap)
+                           : launch<64, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, lanes, zero_empty, stream, overlap);
     if (p.K == 128)
-        return stages == 4 ? launch<128, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, zero_empty, stream, overlap)
-                           : launch<128, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, zero_empty, stream, overlap);
+        return stages == 4 ? launch<128, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, lanes, zero_empty, stream, overlap)
+                           : launch<128, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, lanes, zero_empty, stream, overlap);
     return cudaErrorInvalidValue;
 }
 
@@ -1100,7 +1108,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
 // the stage count, which chunk_scan.cuh's GDN_SCAN_INSTANCES does not).
 #define GDN_SCAN_MMA_INSTANCES(EXTERN, IN_BYTES, MODE)                                              \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,      \
-                                                          int64_t, int64_t, int, int, bool,        \
+                                                          int64_t, int64_t, int, int, int, bool,   \
                                                           cudaStream_t, bool);                     \
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16)

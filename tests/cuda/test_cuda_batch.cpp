@@ -438,6 +438,37 @@ TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][ba
     batch_equals_separate(s, "tensor-core (BF16X3) varlen batch, output norm, bf16");
 }
 
+TEST_CASE("chunked varlen batch with few heads: the scan's sequence lanes give each sequence's bits",
+          "[cuda][batch]") {
+    // H_k 2, H_v 4, K = V = 128: 8 register-state scan blocks, so the scan
+    // runs up to 16 lanes of them (policy::cuda_scan_mma_lanes on >= 128
+    // SMs; fewer on smaller cards), each taking every lanes-th sequence of a
+    // window. 37 sequences: short ones (several per 2048-token window and per
+    // lane), empty ones, padding slots, zero starts, and two that cross
+    // windows, so that a lane's sequence continues from the pool in the next
+    // window.
+    Spec s;
+    s.hk = 2, s.hv = 4, s.k = s.v = 128;
+    s.algorithm = GDN_ALGO_CHUNKED;
+    s.input = GDN_DTYPE_BF16;
+    s.precision = GDN_PRECISION_BF16;
+    const int32_t n = 37;
+    s.seq_lens.clear();
+    for (int32_t i = 0; i < n; ++i) {
+        const int32_t len = i == 5 ? 2500 : i == 20 ? 3100 : i % 9 == 4 ? 0 : 1 + (i * 97) % 300;
+        s.seq_lens.push_back(len);
+        s.state_indices.push_back(i % 11 == 3 ? -1 : (i * 7) % n);
+        s.start_from_zero.push_back(uint8_t(i % 3 == 0));
+    }
+    batch_equals_separate(s, "BF16, few heads, 37 sequences");
+    s.precision = GDN_PRECISION_BF16X3;
+    batch_equals_separate(s, "BF16X3, few heads, 37 sequences");
+    s.precision = GDN_PRECISION_FP16;
+    s.input = GDN_DTYPE_F32;
+    s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+    batch_equals_separate(s, "FP16, f32 inputs, q/k norm, output norm, few heads, 37 sequences");
+}
+
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
           "[cuda][graph]") {
     const gdn_caps_t caps = cuda_caps();
