@@ -754,23 +754,30 @@ TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation
     CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, true) == 3);
 }
 
-TEST_CASE("CUDA: the register-state scan's sequence lanes", "[validation][dispatch]") {
+TEST_CASE("CUDA: the chunked scans' sequence lanes", "[validation][dispatch]") {
     namespace policy = gdn::policy;
+    // The register-state scan (64 columns a block).
     // One lane where the heads' blocks (Hk * G * V / 64) fill more than half
     // of the SMs: H_v 48 and 64 at V = 128 on 132 SMs, the grid as before.
-    CHECK(policy::cuda_scan_mma_lanes(16, 3, 128, 132, 8) == 1);
-    CHECK(policy::cuda_scan_mma_lanes(16, 4, 128, 132, 8) == 1);
+    CHECK(policy::cuda_scan_lanes(16, 3, 128, 64, 132, 8) == 1);
+    CHECK(policy::cuda_scan_lanes(16, 4, 128, 64, 132, 8) == 1);
     // H_v 32: two lanes; H_k 4, H_v 8: 16 blocks a lane, 8 lanes, at most one
     // per sequence; H_k 2, H_v 4: 8 blocks, 16 lanes.
-    CHECK(policy::cuda_scan_mma_lanes(16, 2, 128, 132, 8) == 2);
-    CHECK(policy::cuda_scan_mma_lanes(4, 2, 128, 132, 37) == 8);
-    CHECK(policy::cuda_scan_mma_lanes(4, 2, 128, 132, 5) == 5);
-    CHECK(policy::cuda_scan_mma_lanes(2, 2, 128, 132, 37) == 16);
+    CHECK(policy::cuda_scan_lanes(16, 2, 128, 64, 132, 8) == 2);
+    CHECK(policy::cuda_scan_lanes(4, 2, 128, 64, 132, 37) == 8);
+    CHECK(policy::cuda_scan_lanes(4, 2, 128, 64, 132, 5) == 5);
+    CHECK(policy::cuda_scan_lanes(2, 2, 128, 64, 132, 37) == 16);
     // One sequence, or more blocks than SMs: one lane.
-    CHECK(policy::cuda_scan_mma_lanes(2, 2, 128, 132, 1) == 1);
-    CHECK(policy::cuda_scan_mma_lanes(64, 4, 128, 132, 100) == 1);
+    CHECK(policy::cuda_scan_lanes(2, 2, 128, 64, 132, 1) == 1);
+    CHECK(policy::cuda_scan_lanes(64, 4, 128, 64, 132, 100) == 1);
     // gridDim.z's limit.
-    CHECK(policy::cuda_scan_mma_lanes(1, 1, 64, 1 << 20, 1 << 20) == 65535);
+    CHECK(policy::cuda_scan_lanes(1, 1, 64, 64, 1 << 20, 1 << 20) == 65535);
+    // The shared-memory scan (FP32, TF32X3) at the widths cuda_scan_columns
+    // gives: H_v 48 at 48 columns (128 blocks), one lane; H_k 4, H_v 8 at 32
+    // (32 blocks), four.
+    CHECK(policy::cuda_scan_lanes(16, 3, 128, 48, 132, 8) == 1);
+    CHECK(policy::cuda_scan_lanes(4, 2, 128, 32, 132, 37) == 4);
+    CHECK(policy::cuda_scan_lanes(4, 2, 128, 0, 132, 37) == 1);  // no width: no grid
 }
 
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {

@@ -91,8 +91,8 @@ constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_
                                                                                : kCudaScanMmaMinStages;
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
-// key head's value heads; every block walks every chunk (the register-state
-// scan's lanes split a window's sequences: cuda_scan_mma_lanes below), so the
+// key head's value heads; every block walks every chunk (of its lane's
+// sequences where the grid has lanes: cuda_scan_lanes below), so the
 // grid (Hk * G * V / ncol blocks) must fit one wave of one block per SM (a second
 // wave would double the time: the seed's rule, not re-measured here); 0: none
 // fits. Measured on the H200 (Hk 16, Hv 48, T = 32K, bf16 inputs,
@@ -116,18 +116,20 @@ inline int32_t cuda_scan_columns(int32_t Hk, int32_t G, int32_t V, int32_t sms, 
         if (fits(ncol)) return ncol;
     return 0;
 }
-// Sequence lanes of the register-state scan (its grid's third dimension):
-// copies of the heads' blocks, as many as one wave of one block per SM holds
-// beside the first, at most one per sequence. Lane z walks a window's
-// sequences z, z + lanes, ... (the first counted from the one that reaches
-// into the window), so that a varlen batch's sequences run side by side where
-// few heads leave SMs free, instead of one after another (a window's chain of
-// chunk steps is its time there). The heads' blocks alone fill the wave at
-// Hk * G * V / 64 > sms / 2 (H_v 48 and 64 at K = V = 128 on 132 SMs: one
-// lane, the grid as before); a lane holds no state of another, so the bits do
-// not depend on the lanes.
-inline int32_t cuda_scan_mma_lanes(int32_t Hk, int32_t G, int32_t V, int32_t sms, int32_t num_seqs) {
-    const int64_t blocks = int64_t(Hk) * G * V / kCudaScanMmaColumns;
+// Sequence lanes of a scan of `ncol` columns a block (its grid's third
+// dimension): copies of the heads' blocks, as many as one wave of one block
+// per SM holds beside the first, at most one per sequence. Lane z walks a
+// window's sequences z, z + lanes, ... (the first counted from the one that
+// reaches into the window), so that a varlen batch's sequences run side by
+// side where few heads leave SMs free, instead of one after another (a
+// window's chain of chunk steps is its time there). The heads' blocks alone
+// fill the wave at Hk * G * V / ncol > sms / 2 (H_v 48 and 64 at K = V = 128
+// on 132 SMs: one lane, the grid as before); a lane holds no state of
+// another, so the bits do not depend on the lanes.
+inline int32_t cuda_scan_lanes(int32_t Hk, int32_t G, int32_t V, int32_t ncol, int32_t sms,
+                               int32_t num_seqs) {
+    if (ncol <= 0) return 1;
+    const int64_t blocks = int64_t(Hk) * G * V / ncol;
     if (blocks <= 0 || num_seqs <= 1) return 1;
     int64_t lanes = sms / blocks;
     if (lanes > num_seqs) lanes = num_seqs;

@@ -345,13 +345,10 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
                                                     caps.shared_mem_per_block_optin,
                                                     mode == ScanMode::kBf16x3);
-    // Its sequence lanes: a batch's sequences side by side where the heads
-    // leave SMs free (dispatch.hpp).
-    const int lanes = use_scan_mma(mode) ? policy::cuda_scan_mma_lanes(shape.num_k_heads, shape.group,
-                                                                       shape.head_dim_v,
-                                                                       caps.multiprocessor_count,
-                                                                       shape.num_seqs)
-                                         : 1;
+    // The scan's sequence lanes: a batch's sequences side by side where the
+    // heads leave SMs free (dispatch.hpp).
+    const int lanes = policy::cuda_scan_lanes(shape.num_k_heads, shape.group, shape.head_dim_v, ncol,
+                                              caps.multiprocessor_count, shape.num_seqs);
     // Windows of kCudaWindowTokens (what workspace_size() sized), or longer
     // where the workspace holds their scratch and the prompt makes at least
     // kCudaMinWindows of them (dispatch.hpp); the windows do not change the

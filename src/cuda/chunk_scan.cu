@@ -57,10 +57,10 @@ cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, in
         return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, stages, lanes, zero_empty,
                                              stream, overlap);
     } else {
-        (void)stages, (void)lanes;  // one layout, one lane
+        (void)stages;  // one layout
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
-        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, zero_empty, stream, overlap);
+            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, lanes, zero_empty, stream, overlap);
+        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, lanes, zero_empty, stream, overlap);
     }
 }
 }  // namespace

@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 
     // Sequences without tokens that start from zero still get a zero state
     // (the sequential path writes one too); window 0 takes care of them.
-    if (zero_empty_sequences && p.start_from_zero) {
+    if (zero_empty_sequences && p.start_from_zero && blockIdx.z == 0) {
         for (int e = tid; e < K * SLD; e += NT) S_s[e] = 0.0f;
         __syncthreads();
         for (int32_t n = 0; n < p.num_seqs; ++n)
@@ -312,7 +312,11 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         __syncthreads();
     }
 
-    Chunk cur = first_chunk_from(p, first_seq_ending_after(p, win0), win0, win1);
+    // Sequence lanes (gridDim.z, policy::cuda_scan_lanes): lane z walks the
+    // window's sequences z, z + lanes, ... (counted from the first that
+    // reaches into the window); the bits of a sequence do not depend on it.
+    Chunk cur = first_chunk_from(p, first_seq_ending_after(p, win0) + int32_t(blockIdx.z), win0, win1,
+                                 int32_t(gridDim.z));
     if (cur.n < 0) return;
     load_state(cur);
     prefetch(cur);
@@ -323,7 +327,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 
 #pragma unroll 1
     for (int b = 0;; b ^= 1) {
-        const Chunk nxt = next_chunk(p, cur, win0, win1);
+        const Chunk nxt = next_chunk(p, cur, win0, win1, int32_t(gridDim.z));
         if (nxt.n >= 0) {
             prefetch(nxt);
             prep_async(nxt, b ^ 1);
@@ -577,9 +581,9 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 }
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
-cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
+cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
-    const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk));
+    const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
     constexpr bool tc = MODE != ScanMode::kFp32;
     return launch_kernel(chunk_scan_kernel<K, NCOL, IN_BYTES, MODE>, grid, dim3(8 * NCOL),
                          policy::cuda_scan_smem_bytes(K, NCOL, tc), stream, overlap, p, w, win0,
@@ -589,10 +593,12 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 // Every (K, NCOL) of one input element size and mode.
 template <int IN_BYTES, ScanMode MODE>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, bool zero_empty, cudaStream_t stream, bool overlap) {
+                      int ncol, int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
+    if (lanes < 1 || lanes > 65535) return cudaErrorInvalidValue;
     return for_shape(p.K, ncol, [&](auto shape) {
         using S = decltype(shape);
-        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, zero_empty, stream, overlap);
+        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, lanes, zero_empty, stream,
+                                                     overlap);
     });
 }
 
@@ -611,8 +617,8 @@ cudaError_t set_attributes_in(size_t smem_limit) {
 // chunk_scan_tf32x3.cu (both input sizes each).
 #define GDN_SCAN_INSTANCES(EXTERN, IN_BYTES, MODE)                                                \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,     \
-                                                          int64_t, int64_t, int, bool, cudaStream_t, \
-                                                          bool);                                 \
+                                                          int64_t, int64_t, int, int, bool,        \
+                                                          cudaStream_t, bool);                     \
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp32)
 GDN_SCAN_INSTANCES(extern, 4, ScanMode::kFp32)

@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     auto ld_n = [&](int ld) { return ((lane >> 4) * 8 + (lane & 7)) * ld + ((lane >> 3) & 1) * 8; };
     auto ld_k = [&](int ld) { return (((lane >> 3) & 1) * 8 + (lane & 7)) * ld + (lane >> 4) * 8; };
 
-    // Sequence lanes (gridDim.z, backend.cpp): lane z walks the window's
+    // Sequence lanes (gridDim.z, policy::cuda_scan_lanes): lane z walks the window's
     // sequences z, z + lanes, ... (counted from the first that reaches into the
     // window), each from its state in the pool, so that a batch's sequences
     // run side by side where the heads leave SMs free. The bits of a sequence

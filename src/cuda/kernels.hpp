@@ -115,8 +115,8 @@ inline constexpr int kTp16Row = M == ScanMode::kBf16x3 ? 192 : 128;
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
-// policy::cuda_scan_mma_stages, 3 or 4); `lanes`: its sequence lanes
-// (policy::cuda_scan_mma_lanes, >= 1). The other modes ignore both.
+// policy::cuda_scan_mma_stages, 3 or 4); the other modes ignore it.
+// `lanes`: the scan's sequence lanes (policy::cuda_scan_lanes, >= 1).
 cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
                               int64_t window_end, int ncol, int stages, int lanes, ScanMode mode,
                               bool zero_empty_sequences, cudaStream_t stream, bool overlap);

@@ -440,10 +440,11 @@ TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][ba
 
 TEST_CASE("chunked varlen batch with few heads: the scan's sequence lanes give each sequence's bits",
           "[cuda][batch]") {
-    // H_k 2, H_v 4, K = V = 128: 8 register-state scan blocks, so the scan
-    // runs up to 16 lanes of them (policy::cuda_scan_mma_lanes on >= 128
-    // SMs; fewer on smaller cards), each taking every lanes-th sequence of a
-    // window. 37 sequences: short ones (several per 2048-token window and per
+    // H_k 2, H_v 4, K = V = 128: 8 register-state scan blocks, so that scan
+    // runs up to 16 lanes of them (policy::cuda_scan_lanes on >= 128 SMs;
+    // fewer on smaller cards), each taking every lanes-th sequence of a
+    // window; the shared-memory scan (FP32, TF32X3: 32 columns a block, 16
+    // blocks) up to 8. 37 sequences: short ones (several per 2048-token window and per
     // lane), empty ones, padding slots, zero starts, and two that cross
     // windows, so that a lane's sequence continues from the pool in the next
     // window.
@@ -467,6 +468,12 @@ TEST_CASE("chunked varlen batch with few heads: the scan's sequence lanes give e
     s.input = GDN_DTYPE_F32;
     s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
     batch_equals_separate(s, "FP16, f32 inputs, q/k norm, output norm, few heads, 37 sequences");
+    s.precision = GDN_PRECISION_FP32;
+    batch_equals_separate(s, "FP32, f32 inputs, q/k norm, output norm, few heads, 37 sequences");
+    s.precision = GDN_PRECISION_TF32X3;
+    s.flags = 0;
+    s.input = GDN_DTYPE_BF16;
+    batch_equals_separate(s, "TF32X3, few heads, 37 sequences");
 }
 
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
