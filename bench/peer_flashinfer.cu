@@ -395,19 +395,25 @@ Times time_calls(const std::function<void()>& launch, cudaStream_t stream, int w
     cudaEvent_t e0, e1;
     PEER_CUDA_CHECK(cudaEventCreate(&e0));
     PEER_CUDA_CHECK(cudaEventCreate(&e1));
+    // The median over reps of `body` (inner launches) between two events, per launch.
+    auto median_ms = [&](auto&& body) {
+        std::vector<double> ms;
+        for (int r = 0; r < reps; ++r) {
+            PEER_CUDA_CHECK(cudaEventRecord(e0, stream));
+            body();
+            PEER_CUDA_CHECK(cudaEventRecord(e1, stream));
+            PEER_CUDA_CHECK(cudaEventSynchronize(e1));
+            float x;
+            PEER_CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
+            ms.push_back(x / inner);
+        }
+        return median(ms);
+    };
     for (int i = 0; i < warmup; ++i) launch();
     PEER_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-        PEER_CUDA_CHECK(cudaEventRecord(e0, stream));
+    t.eager = median_ms([&] {
         for (int i = 0; i < inner; ++i) launch();
-        PEER_CUDA_CHECK(cudaEventRecord(e1, stream));
-        PEER_CUDA_CHECK(cudaEventSynchronize(e1));
-        float x;
-        PEER_CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
-        ms.push_back(x / inner);
-    }
-    t.eager = median(ms);
+    });
 
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -421,17 +427,7 @@ Times time_calls(const std::function<void()>& launch, cudaStream_t stream, int w
     } else {
         PEER_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
         PEER_CUDA_CHECK(cudaStreamSynchronize(stream));
-        ms.clear();
-        for (int r = 0; r < reps; ++r) {
-            PEER_CUDA_CHECK(cudaEventRecord(e0, stream));
-            PEER_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-            PEER_CUDA_CHECK(cudaEventRecord(e1, stream));
-            PEER_CUDA_CHECK(cudaEventSynchronize(e1));
-            float x;
-            PEER_CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
-            ms.push_back(x / inner);
-        }
-        t.graph = median(ms);
+        t.graph = median_ms([&] { PEER_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
     }
     if (exec) PEER_CUDA_CHECK(cudaGraphExecDestroy(exec));
     if (graph) PEER_CUDA_CHECK(cudaGraphDestroy(graph));
