@@ -780,6 +780,58 @@ TEST_CASE("CUDA: the chunked scans' sequence lanes", "[validation][dispatch]") {
     CHECK(policy::cuda_scan_lanes(4, 2, 128, 0, 132, 37) == 1);  // no width: no grid
 }
 
+TEST_CASE("CUDA: time-sliced windows for batches of long sequences", "[validation][dispatch]") {
+    namespace policy = gdn::policy;
+    const int64_t w = policy::kCudaWindowTokens;  // 2048
+    // The slice for H_k key heads, H_v = G · H_k value heads, V = 128, 132 SMs,
+    // windows of 2048 tokens in two halves; the register-state scan (BF16,
+    // FP16, BF16X3: 64 columns a block) or the shared-memory one (FP32,
+    // TF32X3: the widths cuda_scan_columns gives).
+    auto slice = [&](int32_t n, int64_t max_seqlen, int64_t T, int32_t hk, int32_t g, bool reg) {
+        const int32_t ncol = policy::cuda_scan_columns(hk, g, 128, 132, reg);
+        return policy::cuda_scan_slice_for(w, true, n, max_seqlen, T, hk, g, 128, ncol, 132, reg);
+    };
+    for (bool reg : {true, false}) {
+        INFO("register-state scan " << reg);
+        // H_k 4, H_v 8 (8 lanes of 16 blocks; 4 of 32 in the shared-memory
+        // scan): 8 x 4096 in windows of 2048 holds half a sequence a window,
+        // 16 windows of a 64-step chain; sliced, 256 tokens of each sequence
+        // a window, the lanes side by side (run 110: BF16 1.415 -> 0.572 ms).
+        CHECK(slice(8, 4096, 8 * 4096, 4, 2, reg) == 256);
+        // 16 x 1024: two sequences a window, against slices of 128 (run 110:
+        // 0.408 -> 0.317 ms).
+        CHECK(slice(16, 1024, 16 * 1024, 4, 2, reg) == 128);
+        // 16 x 512: a window holds four, and the slices' preps would run
+        // alone between the scans (run 110, sliced: 0.132 -> 0.163 ms).
+        CHECK(slice(16, 512, 16 * 512, 4, 2, reg) == 0);
+        CHECK(slice(8, 256, 8 * 256, 4, 2, reg) == 0);
+        // H_v 32 (two lanes of the register-state scan): the window is the
+        // prep's SM-time either way (run 110, sliced: 1.50 -> 1.71 ms).
+        CHECK(slice(8, 4096, 8 * 4096, 16, 2, reg) == 0);
+        // One lane (H_v 48 at K = V = 128 on 132 SMs): never.
+        CHECK(slice(8, 4096, 8 * 4096, 16, 3, reg) == 0);
+        // The GPU test's batch (test_cuda_batch.cpp): 7 sequences, 12901
+        // tokens, the longest 2601 (or a max_seqlen of 2900 above it), H_k 2,
+        // H_v 4: slices of 288 (2048 / 7 rounded down to a chunk).
+        CHECK(slice(7, 2601, 12901, 2, 2, reg) == 288);
+        CHECK(slice(7, 2900, 12901, 2, 2, reg) == 288);
+        // One sequence; max_seqlen left at num_tokens (the default); one long
+        // sequence among short ones (the slices would walk the long one alone).
+        CHECK(slice(1, 32768, 32768, 4, 2, reg) == 0);
+        CHECK(slice(8, 8 * 4096, 8 * 4096, 4, 2, reg) == 0);
+        CHECK(slice(8, 16384, 16384 + 7 * 300, 4, 2, reg) == 0);
+        // More sequences than a window has chunks for: no slice of a chunk.
+        CHECK(slice(100, 4096, 100 * 4096, 4, 2, reg) == 0);
+    }
+    // One scratch half (a prompt of one window on sm_90), no scan width, or
+    // degenerate arguments: windows of tokens.
+    CHECK(policy::cuda_scan_slice_for(w, false, 8, 4096, 8 * 4096, 4, 2, 128, 64, 132, true) == 0);
+    CHECK(policy::cuda_scan_slice_for(w, true, 8, 4096, 8 * 4096, 4, 2, 128, 0, 132, true) == 0);
+    CHECK(policy::cuda_scan_slice(0, 8, 4096, 8 * 4096, 4, 16, 8, 132, policy::kCudaRegStateCosts) == 0);
+    CHECK(policy::cuda_scan_slice(w, 8, 0, 8 * 4096, 4, 16, 8, 132, policy::kCudaRegStateCosts) == 0);
+    CHECK(policy::cuda_scan_slice(w, 8, 4096, 8 * 4096, 4, 16, 1, 132, policy::kCudaRegStateCosts) == 0);
+}
+
 TEST_CASE("status strings are pinned and the last error is thread-local", "[validation][errors]") {
     CHECK(std::string(gdn_status_string(GDN_SUCCESS)) == "success");
     CHECK(std::string(gdn_status_string(GDN_ERROR_INVALID_ARGUMENT)) == "invalid argument");

@@ -215,7 +215,8 @@ typedef struct gdn_problem_t {
     int32_t num_seqs;          /* sequences in the batch, >= 1 */
     int64_t num_tokens;        /* tokens of all sequences together, >= 1 and < 2^31 */
     int64_t max_seqlen;        /* host hint: the longest sequence (0: num_tokens). A sequence
-                                  longer than this is the caller's bug (checked with VALIDATE) */
+                                  longer than this is the caller's bug (checked with VALIDATE):
+                                  the CUDA chunked path lays out a batch's windows by it */
     int32_t num_k_heads;       /* Hk */
     int32_t num_v_heads;       /* Hv, a multiple of Hk */
     int32_t head_dim_k;        /* K: 64 and 128 on every path; others as the path allows */

@@ -136,6 +136,91 @@ inline int32_t cuda_scan_lanes(int32_t Hk, int32_t G, int32_t V, int32_t ncol, i
     if (lanes > 65535) lanes = 65535;  // gridDim.z
     return lanes < 1 ? 1 : int32_t(lanes);
 }
+// Time-sliced windows (src/cuda/kernels.hpp, Window) for a varlen batch of
+// long sequences of alike lengths. A window of `window` tokens of the batch
+// holds few such sequences (one where they are as long as the window), so
+// the scan's lanes have little to run side by side and a window's time is
+// its sequences' chains one after another. A time-sliced window takes the
+// same `slice` tokens of every sequence instead (slice · num_seqs <= window,
+// a multiple of the chunk), ceil(max_seqlen / slice) of them in turn.
+//
+// Whether that is faster depends on the prep as much as on the chain: a
+// window takes about max(its scan's chain, its prep on the SMs the scan
+// leaves free), and where the scan's lanes leave fewer than a quarter of the
+// SMs, the prep runs alone between the scans instead. The model below, in
+// chunk steps of the scan (BF16 ~1.4 µs; FP32 ~8.6 µs), with a prep block
+// (32 tokens of a key head, two a SM) and a window's start costing
+// CudaScanCosts' steps, fitted to the H200's times of run 110
+// (docs/perf-notes.md v39; H_k 4, H_v 8 and H_k 16, H_v 32):
+// - windows of the batch's tokens: ceil(T / window) windows, each of
+//   ceil(window / 32) / min(lanes, sequences a window holds) steps;
+// - time-sliced: ceil(max_seqlen / slice) windows of ceil(num_seqs / lanes)
+//   · slice / 32 steps, every lane busy;
+// and takes the time-sliced windows where they save at least a fifth. With
+// one lane (H_v 48 and 64 at K = V = 128 on 132 SMs) they never do, nor
+// where max_seqlen is left at num_tokens; a sequence longer than max_seqlen
+// is the caller's bug (gdn.h; GDN_FLAG_VALIDATE checks it). Returns the
+// slice, or 0 for windows of the batch's tokens. The bits do not depend on
+// it (a chunk's arithmetic is the same in either window). Run 115, H_k 4,
+// H_v 8, BF16 / FP32: 8 x 4096 1.42 -> 0.56 ms / 8.87 -> 2.70 ms; 16 x 1024
+// 0.41 -> 0.31 / 2.29 -> 1.50; the shapes the model leaves alone as before.
+struct CudaScanCosts {
+    double prep_block_steps;  // a prep block's time, in scan steps
+    double seam_steps;        // a window's start, in scan steps
+};
+// The register-state scan (BF16, FP16, BF16X3) and the shared-memory one
+// (FP32, TF32X3), whose steps are ~6x longer.
+constexpr CudaScanCosts kCudaRegStateCosts{9.0, 8.0};
+constexpr CudaScanCosts kCudaSmemScanCosts{1.5, 2.0};
+// One window's time in scan steps: `chain` steps of a scan on `scan_sms`
+// SMs beside `prep_blocks` blocks of the next window's prep.
+inline double cuda_window_steps(double chain, int64_t prep_blocks, int64_t scan_sms, int32_t sms,
+                                const CudaScanCosts& c) {
+    const int64_t free_sms = sms - scan_sms;
+    if (4 * free_sms < sms)  // the prep runs alone
+        return chain + double(prep_blocks) * c.prep_block_steps / (2.0 * sms) + c.seam_steps;
+    const double prep = double(prep_blocks) * c.prep_block_steps / (2.0 * double(free_sms));
+    return (chain > prep ? chain : prep) + c.seam_steps;
+}
+// `blocks`: the scan's blocks of one lane (Hk · G · V / ncol); `lanes`:
+// policy::cuda_scan_lanes.
+inline int64_t cuda_scan_slice(int64_t window, int32_t num_seqs, int64_t max_seqlen,
+                               int64_t num_tokens, int32_t Hk, int64_t blocks, int32_t lanes,
+                               int32_t sms, const CudaScanCosts& costs) {
+    if (num_seqs < 2 || lanes < 2 || window <= 0 || max_seqlen <= 0 || num_tokens <= 0 ||
+        blocks <= 0 || sms <= 0 || Hk <= 0)
+        return 0;
+    const int64_t slice = window / num_seqs / kCudaChunk * kCudaChunk;
+    if (slice < kCudaChunk) return 0;
+    auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+    const int64_t w = window < num_tokens ? window : num_tokens;
+    int64_t per_window = w * num_seqs / num_tokens;  // sequences a window holds
+    if (per_window < 1) per_window = 1;
+    const int64_t used = per_window < lanes ? per_window : lanes;
+    const double token_total =
+        double(ceil_div(num_tokens, w)) *
+        cuda_window_steps(double(ceil_div(ceil_div(w, kCudaChunk), used)),
+                          ceil_div(w, kCudaChunk) * Hk, blocks * used, sms, costs);
+    const double sliced_total =
+        double(ceil_div(max_seqlen, slice)) *
+        cuda_window_steps(double(ceil_div(num_seqs, lanes) * (slice / kCudaChunk)),
+                          int64_t(num_seqs) * (slice / kCudaChunk) * Hk, blocks * lanes, sms, costs);
+    return 5.0 * sliced_total <= 4.0 * token_total ? slice : 0;
+}
+// The slice the CUDA backend takes for a scan of `ncol` columns a block
+// (reg_state: the register-state scan's costs), windows of `window` tokens
+// (at most the prompt rounded up to a chunk) and its sequence lanes; 0 where
+// the windows overlap in one scratch half (`two_halves` false: a prompt of
+// one window on sm_90, where the next window's prep would write what the
+// scan reads).
+inline int64_t cuda_scan_slice_for(int64_t window, bool two_halves, int32_t num_seqs,
+                                   int64_t max_seqlen, int64_t num_tokens, int32_t Hk, int32_t G,
+                                   int32_t V, int32_t ncol, int32_t sms, bool reg_state) {
+    if (!two_halves || ncol <= 0) return 0;
+    return cuda_scan_slice(window, num_seqs, max_seqlen, num_tokens, Hk, int64_t(Hk) * G * V / ncol,
+                           cuda_scan_lanes(Hk, G, V, ncol, sms, num_seqs), sms,
+                           reg_state ? kCudaRegStateCosts : kCudaSmemScanCosts);
+}
 // HIP gfx11 WMMA path (src/hip/kernels.hpp): 16-token chunks, K = V = 128.
 constexpr int32_t kHipChunk = 16;
 constexpr int32_t kHipChunkHeadDim = 128;

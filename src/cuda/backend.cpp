@@ -127,6 +127,7 @@ bool overlap_windows(const gdn_caps_t& caps) { return caps.compute_major >= 9; }
 struct ChunkLayout {
     int64_t window;  // chunk starts per window
     ChunkScratch scratch[2];
+    int halves;      // 2: windows alternate between two scratch halves
     size_t bytes;
 };
 
@@ -174,6 +175,7 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
         w.rows = rows;
     }
     if (halves == 1) l.scratch[1] = l.scratch[0];
+    l.halves = halves;
     l.bytes = c.bytes();
     return l;
 }
@@ -359,6 +361,24 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
            carve_chunk_scratch(caps, shape, mode, 2 * window, nullptr).bytes <= workspace_bytes)
         window *= 2;
     const ChunkLayout l = carve_chunk_scratch(caps, shape, mode, window, workspace);
+    // Time-sliced windows for a batch of long sequences of alike lengths,
+    // where they make the call faster (dispatch.hpp); they need the two
+    // scratch halves wherever windows overlap, which a batch of more than
+    // one window's tokens has.
+    const bool overlap = overlap_windows(caps);
+    const int64_t slice = policy::cuda_scan_slice_for(
+        l.window, !overlap || l.halves == 2, shape.num_seqs, shape.max_seqlen, shape.num_tokens,
+        shape.num_k_heads, shape.group, shape.head_dim_v, ncol, caps.multiprocessor_count,
+        use_scan_mma(mode));
+    // The windows: tokens [a, a + l.window) of the batch, or offsets
+    // [a, a + slice) of every sequence up to max_seqlen (a sequence longer
+    // than that is the caller's bug, as gdn.h says: GDN_FLAG_VALIDATE checks it).
+    const int64_t span = slice ? shape.max_seqlen : shape.num_tokens;
+    const int64_t step = slice ? slice : l.window;
+    const auto window_at = [&](int64_t a) {
+        return slice ? Window{a, kNoTokenBound, slice}
+                     : Window{a, std::min(a + l.window, shape.num_tokens), 0};
+    };
     // Window i's prep writes scratch half i % 2. In stream order: prep 0,
     // then per window i its scan, the prep of window i + 1, and the output
     // norm of window i. Where windows overlap, every kernel but the first is
@@ -376,25 +396,23 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // - the output norm waits for that prep, the next scan for the norm.
     // The first kernel is an ordinary launch: it starts after all earlier
     // work in the caller's stream.
-    const bool overlap = overlap_windows(caps);
     const auto prep = [&](int64_t a, bool dependent) {
-        const int64_t b = std::min(a + l.window, shape.num_tokens);
-        const ChunkScratch& w = l.scratch[(a / l.window) % 2];
-        if (cudaError_t e = launch_chunk_prep(p, w, a, b, stream, dependent))
+        const ChunkScratch& w = l.scratch[(a / step) % 2];
+        if (cudaError_t e = launch_chunk_prep(p, w, window_at(a), stream, dependent))
             return device_error("launching the CUDA chunk prep kernel", e);
         return GDN_SUCCESS;
     };
     if (gdn_status_t st = prep(0, false)) return st;
-    for (int64_t a = 0; a < shape.num_tokens; a += l.window) {
-        const int64_t b = std::min(a + l.window, shape.num_tokens);
-        const ChunkScratch& w = l.scratch[(a / l.window) % 2];
-        if (cudaError_t e = launch_chunk_scan(p, w, a, b, ncol, stages, lanes, mode, a == 0,
-                                           stream, overlap))
+    for (int64_t a = 0; a < span; a += step) {
+        const ChunkScratch& w = l.scratch[(a / step) % 2];
+        const Window win = window_at(a);
+        if (cudaError_t e = launch_chunk_scan(p, w, win, ncol, stages, lanes, mode, a == 0, stream,
+                                              overlap))
             return device_error("launching the CUDA chunk scan kernel", e);
-        if (b < shape.num_tokens)
-            if (gdn_status_t st = prep(b, overlap)) return st;
+        if (a + step < span)
+            if (gdn_status_t st = prep(a + step, overlap)) return st;
         if (shape.output_norm())
-            if (cudaError_t e = launch_chunk_epilogue(p, w, a, b, stream, overlap))
+            if (cudaError_t e = launch_chunk_epilogue(p, w, win, stream, overlap))
                 return device_error("launching the CUDA output-norm kernel", e);
     }
     return GDN_SUCCESS;

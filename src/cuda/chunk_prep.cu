@@ -696,9 +696,16 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     for (int task = warp; task < 2 * p.G; task += kWarps) run_task(task);
 }
 
-template <int K, int IN_BYTES, ScanMode GRAM>
+// SLICED: a time-sliced window (slice > 0; Window in kernels.hpp); its own
+// instance, so that the windows of the batch's tokens keep their code as it
+// was. One kernel with both walks was 2-9% slower at H_v 48 (run 111,
+// docs/perf-notes.md v39), and so is a Window passed as one struct
+// parameter: ptxas spills more of this kernel (8-28 bytes instead of 4-12 at
+// K = 128) than with the bounds as scalars.
+template <int K, int IN_BYTES, ScanMode GRAM, bool SLICED>
 __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p, const ChunkScratch w,
-                                                              int64_t win0, int64_t win1) {
+                                                              int64_t win0, int64_t win1,
+                                                              int64_t slice) {
     // The kernel after this one (the window's scan, or the output norm) may
     // be launched once every block of this grid has started: its blocks take
     // the SMs this grid's last blocks leave and wait there (its
@@ -707,19 +714,32 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
     allow_dependent_launch();
     extern __shared__ __align__(16) float smem[];
     const int32_t kh = blockIdx.y;
-    const int64_t pos0 = win0 + int64_t(blockIdx.x) * kChunk;
-    const int64_t pos1 = pos0 + kChunk < win1 ? pos0 + kChunk : win1;
-    // The chunk starts in [pos0, pos1): at most one per sequence.
-    for (int32_t n = pos0 < win1 ? first_seq_ending_after(p, pos0) : p.num_seqs; n < p.num_seqs;
-         ++n) {
-        const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
-        if (bos >= pos1) break;
-        if (eos <= bos || seq_slot(p, n) < 0) continue;
-        const int64_t from = pos0 > bos ? pos0 : bos;
-        const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
-        if (cs >= pos1 || cs >= eos) continue;
-        const int L = int(eos - cs < kChunk ? eos - cs : kChunk);
-        prep_chunk<K, IN_BYTES, GRAM>(p, w, kh, cs, cs - win0, L, smem);
+    if constexpr (SLICED) {
+        // Block x: chunk x % (slice / kChunk) of sequence x / (slice / kChunk)'s part.
+        const int64_t per_seq = slice / kChunk;
+        const int32_t n = int32_t(int64_t(blockIdx.x) / per_seq);
+        const int64_t j = int64_t(blockIdx.x) % per_seq;
+        if (n < p.num_seqs && seq_slot(p, n) >= 0) {
+            const int64_t cs = seq_begin(p, n) + win0 + j * kChunk, eos = seq_end(p, n);
+            if (cs < eos)
+                prep_chunk<K, IN_BYTES, GRAM>(p, w, kh, cs, int64_t(n) * slice + j * kChunk,
+                                              int(eos - cs < kChunk ? eos - cs : kChunk), smem);
+        }
+    } else {
+        const int64_t pos0 = win0 + int64_t(blockIdx.x) * kChunk;
+        const int64_t pos1 = pos0 + kChunk < win1 ? pos0 + kChunk : win1;
+        // The chunk starts in [pos0, pos1): at most one per sequence.
+        for (int32_t n = pos0 < win1 ? first_seq_ending_after(p, pos0) : p.num_seqs; n < p.num_seqs;
+             ++n) {
+            const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
+            if (bos >= pos1) break;
+            if (eos <= bos || seq_slot(p, n) < 0) continue;
+            const int64_t from = pos0 > bos ? pos0 : bos;
+            const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
+            if (cs >= pos1 || cs >= eos) continue;
+            const int L = int(eos - cs < kChunk ? eos - cs : kChunk);
+            prep_chunk<K, IN_BYTES, GRAM>(p, w, kh, cs, cs - win0, L, smem);
+        }
     }
     // Launched to overlap the previous window's scan (backend.cpp), the prep
     // reads only the call's inputs and writes the scratch half that the scan
@@ -731,45 +751,62 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
         grid_dependency_wait();
 }
 
+// A window's grid: a block per chunk start of the window's tokens, or per
+// chunk of every sequence's part of a time-sliced window (slice · num_seqs
+// is at most the window's tokens: backend.cpp).
 template <int K, int IN_BYTES, ScanMode GRAM>
-cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                   cudaStream_t stream, bool overlap) {
-    const dim3 grid(unsigned((win1 - win0 + kChunk - 1) / kChunk), unsigned(p.Hk));
-    return launch_kernel(chunk_prep_kernel<K, IN_BYTES, GRAM>, grid, dim3(kThreads),
-                         policy::cuda_prep_smem_bytes(K), stream, overlap, p, w, win0, win1);
+cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, cudaStream_t stream,
+                   bool overlap) {
+    const size_t smem = policy::cuda_prep_smem_bytes(K);
+    if (win.slice) {
+        const dim3 grid(unsigned(int64_t(p.num_seqs) * (win.slice / kChunk)), unsigned(p.Hk));
+        return launch_kernel(chunk_prep_kernel<K, IN_BYTES, GRAM, true>, grid, dim3(kThreads), smem,
+                             stream, overlap, p, w, win.begin, win.end, win.slice);
+    }
+    const dim3 grid(unsigned((win.end - win.begin + kChunk - 1) / kChunk), unsigned(p.Hk));
+    return launch_kernel(chunk_prep_kernel<K, IN_BYTES, GRAM, false>, grid, dim3(kThreads), smem,
+                         stream, overlap, p, w, win.begin, win.end, win.slice);
 }
 
 // The instance for the head dimension, the input width and the mode's
 // k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16/BF16X3 modes
 // only; W16lo in BF16X3 only).
 template <int K, int IN_BYTES>
-cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      cudaStream_t stream, bool overlap) {
-    if (!w.kq16) return launch<K, IN_BYTES, ScanMode::kFp32>(p, w, win0, win1, stream, overlap);
-    if (w.W16lo) return launch<K, IN_BYTES, ScanMode::kBf16x3>(p, w, win0, win1, stream, overlap);
-    if (w.kq16_fp16) return launch<K, IN_BYTES, ScanMode::kFp16>(p, w, win0, win1, stream, overlap);
-    return launch<K, IN_BYTES, ScanMode::kBf16>(p, w, win0, win1, stream, overlap);
+cudaError_t launch_in(const Params& p, const ChunkScratch& w, const Window& win, cudaStream_t stream,
+                      bool overlap) {
+    if (!w.kq16) return launch<K, IN_BYTES, ScanMode::kFp32>(p, w, win, stream, overlap);
+    if (w.W16lo) return launch<K, IN_BYTES, ScanMode::kBf16x3>(p, w, win, stream, overlap);
+    if (w.kq16_fp16) return launch<K, IN_BYTES, ScanMode::kFp16>(p, w, win, stream, overlap);
+    return launch<K, IN_BYTES, ScanMode::kBf16>(p, w, win, stream, overlap);
 }
 
 template <int K>
-cudaError_t launch_k(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                     cudaStream_t stream, bool overlap) {
-    return p.in_dt == GDN_DTYPE_F32 ? launch_in<K, 4>(p, w, win0, win1, stream, overlap)
-                                    : launch_in<K, 2>(p, w, win0, win1, stream, overlap);
+cudaError_t launch_k(const Params& p, const ChunkScratch& w, const Window& win, cudaStream_t stream,
+                     bool overlap) {
+    return p.in_dt == GDN_DTYPE_F32 ? launch_in<K, 4>(p, w, win, stream, overlap)
+                                    : launch_in<K, 2>(p, w, win, stream, overlap);
 }
 
 template <int K>
 cudaError_t set_attributes_k(size_t smem_limit) {
     const size_t bytes = policy::cuda_prep_smem_bytes(K);
     if (bytes > smem_limit) return cudaSuccess;  // dispatch keeps such shapes off this path
-    for (const void* fn : {reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3>)})
+    for (const void* fn : {reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3, true>)})
         if (const cudaError_t e =
                 cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
             return e;
@@ -778,10 +815,10 @@ cudaError_t set_attributes_k(size_t smem_limit) {
 
 }  // namespace
 
-cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, cudaStream_t stream, bool overlap) {
-    if (p.K == 64) return launch_k<64>(p, w, window_start, window_end, stream, overlap);
-    if (p.K == 128) return launch_k<128>(p, w, window_start, window_end, stream, overlap);
+cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, const Window& win,
+                              cudaStream_t stream, bool overlap) {
+    if (p.K == 64) return launch_k<64>(p, w, win, stream, overlap);
+    if (p.K == 128) return launch_k<128>(p, w, win, stream, overlap);
     return cudaErrorInvalidValue;
 }
 

@@ -13,7 +13,7 @@ namespace {
 // The gated RMSNorm of the chunked path: the scan left the raw outputs of the
 // window's tokens in w.O; one warp per (token, value head).
 __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, const ChunkScratch w,
-                                                             int64_t win0, int64_t win1) {
+                                                             const Window win) {
     // The next window's scan may be launched once every block of this grid
     // has started (as the prep does, chunk_prep.cu); it waits for this grid.
     allow_dependent_launch();
@@ -21,13 +21,23 @@ __global__ void __launch_bounds__(256) chunk_epilogue_kernel(const Params p, con
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = int64_t(blockIdx.x) * 8 + warp;
     const int32_t h = blockIdx.y;
-    const int64_t tok = win0 + row;
-    if (row >= w.rows || tok >= p.num_tokens) return;
-    const int32_t n = first_seq_ending_after(p, tok);
-    if (n >= p.num_seqs || seq_slot(p, n) < 0) return;
-    const int64_t bos = seq_begin(p, n);
-    const int64_t cs = bos + (tok - bos) / scan::kChunk * scan::kChunk;
-    if (cs < win0 || cs >= win1) return;  // its chunk belongs to another window
+    if (row >= w.rows) return;
+    int32_t n;
+    int64_t tok;
+    if (win.slice) {  // row n · slice + j: offset begin + j of sequence n
+        n = int32_t(row / win.slice);
+        if (n >= p.num_seqs) return;
+        tok = seq_begin(p, n) + win.begin + row % win.slice;
+        if (tok >= seq_end(p, n) || seq_slot(p, n) < 0) return;
+    } else {
+        tok = win.begin + row;
+        if (tok >= p.num_tokens) return;
+        n = first_seq_ending_after(p, tok);
+        if (n >= p.num_seqs || seq_slot(p, n) < 0) return;
+        const int64_t bos = seq_begin(p, n);
+        const int64_t cs = bos + (tok - bos) / scan::kChunk * scan::kChunk;
+        if (cs < win.begin || cs >= win.end) return;  // its chunk belongs to another window
+    }
     norm_out_row(p, w.O + (row * p.Hv + h) * p.V, tok, h, lane);
 }
 
@@ -45,54 +55,52 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision) {
 
 namespace {
 template <ScanMode MODE>
-cudaError_t launch_mode(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                        int ncol, int stages, int lanes, bool zero_empty, cudaStream_t stream,
-                        bool overlap) {
+cudaError_t launch_mode(const Params& p, const ChunkScratch& w, const Window& win, int ncol,
+                        int stages, int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
     if constexpr (kRegStateScan<MODE>) {
         // The register-state scan, on the 16-bit k/q rows the prep wrote.
         if (!w.kq16 || (MODE == ScanMode::kBf16x3 && !w.W16lo)) return cudaErrorInvalidValue;
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan_mma::launch_in<4, MODE>(p, w, win0, win1, ncol, stages, lanes, zero_empty,
+            return scan_mma::launch_in<4, MODE>(p, w, win, ncol, stages, lanes, zero_empty,
                                                  stream, overlap);
-        return scan_mma::launch_in<2, MODE>(p, w, win0, win1, ncol, stages, lanes, zero_empty,
+        return scan_mma::launch_in<2, MODE>(p, w, win, ncol, stages, lanes, zero_empty,
                                              stream, overlap);
     } else {
         (void)stages;  // one layout
         if (p.in_dt == GDN_DTYPE_F32)
-            return scan::launch_in<4, MODE>(p, w, win0, win1, ncol, lanes, zero_empty, stream, overlap);
-        return scan::launch_in<2, MODE>(p, w, win0, win1, ncol, lanes, zero_empty, stream, overlap);
+            return scan::launch_in<4, MODE>(p, w, win, ncol, lanes, zero_empty, stream, overlap);
+        return scan::launch_in<2, MODE>(p, w, win, ncol, lanes, zero_empty, stream, overlap);
     }
 }
 }  // namespace
 
-cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, int stages, int lanes, ScanMode mode,
-                              bool zero_empty_sequences, cudaStream_t stream, bool overlap) {
+cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, const Window& win, int ncol,
+                              int stages, int lanes, ScanMode mode, bool zero_empty_sequences,
+                              cudaStream_t stream, bool overlap) {
     switch (mode) {
         case ScanMode::kFp32:
-            return launch_mode<ScanMode::kFp32>(p, w, window_start, window_end, ncol, stages, lanes,
-                                                zero_empty_sequences, stream, overlap);
+            return launch_mode<ScanMode::kFp32>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
         case ScanMode::kBf16:
-            return launch_mode<ScanMode::kBf16>(p, w, window_start, window_end, ncol, stages, lanes,
-                                                zero_empty_sequences, stream, overlap);
+            return launch_mode<ScanMode::kBf16>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
         case ScanMode::kFp16:
-            return launch_mode<ScanMode::kFp16>(p, w, window_start, window_end, ncol, stages, lanes,
-                                                zero_empty_sequences, stream, overlap);
+            return launch_mode<ScanMode::kFp16>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
         case ScanMode::kBf16x3:
-            return launch_mode<ScanMode::kBf16x3>(p, w, window_start, window_end, ncol, stages, lanes,
-                                                  zero_empty_sequences, stream, overlap);
+            return launch_mode<ScanMode::kBf16x3>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
         case ScanMode::kTf32x3:
-            return launch_mode<ScanMode::kTf32x3>(p, w, window_start, window_end, ncol, stages, lanes,
-                                                  zero_empty_sequences, stream, overlap);
+            return launch_mode<ScanMode::kTf32x3>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
     }
     return cudaErrorInvalidValue;
 }
 
-cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
-                                  int64_t window_end, cudaStream_t stream, bool overlap) {
+cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const Window& win,
+                                  cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned((w.rows + 7) / 8), unsigned(p.Hv));
-    return launch_kernel(chunk_epilogue_kernel, grid, dim3(256), 0, stream, overlap, p, w,
-                         window_start, window_end);
+    return launch_kernel(chunk_epilogue_kernel, grid, dim3(256), 0, stream, overlap, p, w, win);
 }
 
 cudaError_t set_chunk_scan_attributes(size_t smem_limit) {

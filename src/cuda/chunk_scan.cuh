@@ -56,37 +56,90 @@ using cuda::Raw;
 struct Chunk {
     int32_t n;   // sequence; -1: none
     int64_t cs;  // first token
-    int L;       // tokens (1..32)
+    // Its tokens L (1..32) in the low 6 bits, above them the row of its first
+    // token in the window's scratch (Window; rows are far below 2^25): one
+    // register, as L alone took before time-sliced windows needed the row
+    // (the register-state scan runs at 255 registers, and the loading warp
+    // keeps up to three chunks live).
+    int32_t lr;
+    __device__ __forceinline__ int L() const { return lr & 63; }
+    __device__ __forceinline__ int32_t row() const { return lr >> 6; }
 };
+static_assert(policy::kCudaMaxWindowTokens + policy::kCudaChunk < (int64_t(1) << 25),
+              "a window's rows fit Chunk::lr");
+__device__ __forceinline__ Chunk make_chunk(int32_t n, int64_t cs, int64_t eos, int64_t row) {
+    return {n, cs, int32_t(row << 6) | int(eos - cs < kChunk ? eos - cs : kChunk)};
+}
 
-// The first chunk of sequences n, n + step, n + 2 step, ... that starts in
-// [win0, win1). A scan whose grid has `step` sequence lanes (gridDim.z) walks
-// lane z's sequences: first_seq_ending_after(win0) + z, then every step-th.
-__device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, int64_t win0,
-                                                  int64_t win1, int32_t step = 1) {
+// The walk over a window's chunks. SLICED (a time-sliced window, Window in
+// kernels.hpp) is a compile-time parameter of the scans: the two walks
+// inlined side by side cost the register-state scan 4-12 bytes more spill
+// and its f32-input instances ~5% at H_v 48, 32K (BF16 1.76 -> 1.87 ms, runs
+// 112-113); each instance keeps the one walk it runs (run 115: as before).
+//
+// The first sequence a window's chunks can be in: the first that reaches into
+// a window of the batch's tokens; sequence 0 in a time-sliced one.
+template <bool SLICED>
+__device__ __forceinline__ int32_t first_seq_of(const Params& p, const Window& win) {
+    if constexpr (SLICED) return 0;
+    else return first_seq_ending_after(p, win.begin);
+}
+
+// The first chunk in window `win` of sequences n, n + step, n + 2 step, ...
+// A scan whose grid has `step` sequence lanes (gridDim.z) walks lane z's
+// sequences: first_seq_of(win) + z, then every step-th.
+template <bool SLICED>
+__device__ __forceinline__ Chunk first_chunk_from(const Params& p, int32_t n, const Window& win,
+                                                  int32_t step = 1) {
     for (; n < p.num_seqs; n += step) {
         const int64_t bos = seq_begin(p, n), eos = seq_end(p, n);
-        if (bos >= win1) break;
-        if (eos <= bos || seq_slot(p, n) < 0) continue;
-        const int64_t from = win0 > bos ? win0 : bos;
-        const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
-        if (cs >= eos || cs >= win1) continue;
-        return {n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
+        if constexpr (SLICED) {
+            // Offset win.begin (a chunk start) of every sequence, its rows
+            // from n · slice.
+            if (eos <= bos || seq_slot(p, n) < 0) continue;
+            const int64_t cs = bos + win.begin;
+            if (cs >= eos) continue;
+            return make_chunk(n, cs, eos, int64_t(n) * win.slice);
+        } else {
+            if (bos >= win.end) break;  // the rest start past the window
+            if (eos <= bos || seq_slot(p, n) < 0) continue;
+            const int64_t from = win.begin > bos ? win.begin : bos;
+            const int64_t cs = bos + (from - bos + kChunk - 1) / kChunk * kChunk;
+            if (cs >= eos || cs >= win.end) continue;
+            return make_chunk(n, cs, eos, cs - win.begin);
+        }
     }
     return {-1, 0, 0};
 }
 
-// The chunk after c, given the end eos of c's sequence (the next sequence of
-// c's lane where c's ends).
-__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t eos,
-                                            int64_t win0, int64_t win1, int32_t step = 1) {
-    const int64_t cs = c.cs + kChunk;
-    if (cs < eos && cs < win1) return {c.n, cs, int(eos - cs < kChunk ? eos - cs : kChunk)};
-    return first_chunk_from(p, c.n + step, win0, win1, step);
+// Where sequence n's chunks in window `win` end: its end, or that of its
+// part of a time-sliced window (a chunk boundary, so a chunk before it keeps
+// its length).
+template <bool SLICED>
+__device__ __forceinline__ int64_t seq_end_in(const Params& p, int32_t n, const Window& win) {
+    const int64_t eos = seq_end(p, n);
+    if constexpr (SLICED) {
+        const int64_t part_end = seq_begin(p, n) + win.begin + win.slice;
+        return eos < part_end ? eos : part_end;
+    } else {
+        return eos;
+    }
 }
-__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t win0,
-                                            int64_t win1, int32_t step = 1) {
-    return next_chunk(p, c, seq_end(p, c.n), win0, win1, step);
+
+// The chunk after c, given end = seq_end_in(c's sequence) (the next sequence
+// of c's lane where c's chunks in the window end).
+template <bool SLICED>
+__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, int64_t end,
+                                            const Window& win, int32_t step = 1) {
+    const int64_t cs = c.cs + kChunk;
+    if (cs < end && (SLICED || cs < win.end))
+        return make_chunk(c.n, cs, end, int64_t(c.row()) + kChunk);
+    return first_chunk_from<SLICED>(p, c.n + step, win, step);
+}
+template <bool SLICED>
+__device__ __forceinline__ Chunk next_chunk(const Params& p, const Chunk& c, const Window& win,
+                                            int32_t step = 1) {
+    return next_chunk<SLICED>(p, c, seq_end_in<SLICED>(p, c.n, win), win, step);
 }
 
 // The (K, NCOL) this scan is built for: the chunked path's K in {64, 128},
@@ -131,24 +184,24 @@ inline cudaError_t raise_smem_limit(const void* kernel, size_t bytes, size_t sme
 // threads tid, tid + nt, ... of the block issue the copies, one commit group.
 __device__ __forceinline__ void copy_prep_async(const Params& p, const ChunkScratch& w, int32_t kh,
                                                 int32_t gi0, int nheads, const Chunk& c,
-                                                int64_t win0, float* pb, int tid, int nt) {
-    const int64_t row0 = c.cs - win0;
+                                                float* pb, int tid, int nt) {
+    const int64_t row0 = c.row();
     for (int e = tid; e < nheads * 32 * 16; e += nt) {
         const int l = e / 512, t = (e / 16) % 32, piece = e % 16;
         const int32_t hh = value_head_of(p, kh, gi0 + l);
         const float* src = w.TP + (int64_t(hh) * w.rows + row0 + t) * 64 + piece * 4;
         float* dst = pb + (piece < 8 ? kPrepT : kPrepP) + l * 32 * kLdTP + t * kLdTP + (piece & 7) * 4;
-        cp_async16(dst, t < c.L ? src : w.TP, t < c.L ? 16 : 0);
+        cp_async16(dst, t < c.L() ? src : w.TP, t < c.L() ? 16 : 0);
     }
     for (int e = tid; e < nheads * 32; e += nt) {
         const int l = e / 32, t = e % 32;
         const int32_t hh = value_head_of(p, kh, gi0 + l);
         const float* src = w.gb + (int64_t(hh) * w.rows + row0 + t) * 2;
-        cp_async8(pb + kPrepGB + l * 64 + t * 2, t < c.L ? src : w.gb, t < c.L ? 8 : 0);
+        cp_async8(pb + kPrepGB + l * 64 + t * 2, t < c.L() ? src : w.gb, t < c.L() ? 8 : 0);
     }
     for (int t = tid; t < 32; t += nt) {
         const float* src = w.qkf + (int64_t(kh) * w.rows + row0 + t) * 2;
-        cp_async8(pb + kPrepQKF + t * 2, t < c.L ? src : w.qkf, t < c.L ? 8 : 0);
+        cp_async8(pb + kPrepQKF + t * 2, t < c.L() ? src : w.qkf, t < c.L() ? 8 : 0);
     }
     cp_async_commit();
 }
@@ -163,10 +216,13 @@ __device__ __forceinline__ float4 add4(const float4& a, const float4& b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE, bool SLICED>
 __global__ void __launch_bounds__(8 * NCOL, 1)
-    chunk_scan_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
-                      int zero_empty_sequences) {
+    chunk_scan_kernel(const Params p, const ChunkScratch w, int64_t win_begin, int64_t win_end,
+                      int64_t win_slice, int zero_empty_sequences) {
+    // The window, from scalar parameters (ptxas allocates registers differently
+    // for a struct parameter: docs/perf-notes.md v39).
+    const Window win{win_begin, win_end, win_slice};
     using In = typename Raw<IN_BYTES>::type;
     constexpr int NT = 8 * NCOL;
     constexpr int CG = NCOL / 4;      // column groups of 4
@@ -242,7 +298,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             const int64_t qs = 4 * p.q_tok, ks = 4 * p.k_tok;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                const bool ok = 4 * i + (lane >> 3) < c.L;
+                const bool ok = 4 * i + (lane >> 3) < c.L();
                 q_r[m * 8 + i] = ok ? uint32_t(__ldg(qp + i * qs)) : 0u;
                 k_r[m * 8 + i] = ok ? uint32_t(__ldg(kp + i * ks)) : 0u;
             }
@@ -252,7 +308,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 #pragma unroll
         for (int i = 0; i < V_PER; ++i) {
             const int t = tid / NCOL + (NT / NCOL) * i;
-            v_r[i] = t < c.L ? uint32_t(__ldg(vp + i * vs)) : 0u;
+            v_r[i] = t < c.L() ? uint32_t(__ldg(vp + i * vs)) : 0u;
         }
     };
     auto stage = [&](int buf) {
@@ -274,7 +330,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             vb[(tid / NCOL + (NT / NCOL) * i) * NCOL + v_c] = Raw<IN_BYTES>::to_float(v_r[i], bf16);
     };
     auto prep_async = [&](const Chunk& c, int buf) {
-        copy_prep_async(p, w, kh, gi0, nheads, c, win0, prep + buf * kPrep, tid, NT);
+        copy_prep_async(p, w, kh, gi0, nheads, c, prep + buf * kPrep, tid, NT);
     };
     // The state moves between S_s and the pool slot cooperatively (coalesced
     // for [K][V] slots), once per sequence and window. Column c of the block
@@ -315,8 +371,8 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     // Sequence lanes (gridDim.z, policy::cuda_scan_lanes): lane z walks the
     // window's sequences z, z + lanes, ... (counted from the first that
     // reaches into the window); the bits of a sequence do not depend on it.
-    Chunk cur = first_chunk_from(p, first_seq_ending_after(p, win0) + int32_t(blockIdx.z), win0, win1,
-                                 int32_t(gridDim.z));
+    Chunk cur = first_chunk_from<SLICED>(p, first_seq_of<SLICED>(p, win) + int32_t(blockIdx.z), win,
+                                         int32_t(gridDim.z));
     if (cur.n < 0) return;
     load_state(cur);
     prefetch(cur);
@@ -327,7 +383,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 
 #pragma unroll 1
     for (int b = 0;; b ^= 1) {
-        const Chunk nxt = next_chunk(p, cur, win0, win1, int32_t(gridDim.z));
+        const Chunk nxt = next_chunk<SLICED>(p, cur, win, int32_t(gridDim.z));
         if (nxt.n >= 0) {
             prefetch(nxt);
             prep_async(nxt, b ^ 1);
@@ -339,7 +395,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
         const float* P_ = pb + kPrepP + lh * 32 * kLdTP;
         const float* gb = pb + kPrepGB + lh * 64;
         const float* qkf = pb + kPrepQKF;
-        const int L = cur.L;
+        const int L = cur.L();
 
         // [S0ᵀk ; S0ᵀq]: tensor cores over all of K (rows 0..63 of WQ), ...
         if constexpr (kTc) {
@@ -461,7 +517,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                                     fmaf(f, sq.z, acc[2]), fmaf(f, sq.w, acc[3])};
                 const int64_t tok = cur.cs + t;
                 if (p.flags & GDN_FLAG_OUTPUT_NORM) {
-                    float* dst = w.O + ((tok - win0) * p.Hv + h) * p.V + vcol;
+                    float* dst = w.O + ((int64_t(cur.row()) + t) * p.Hv + h) * p.V + vcol;
 #pragma unroll
                     for (int j = 0; j < 4; ++j) dst[j] = o[j];
                 } else {
@@ -581,24 +637,26 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
 }
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE>
-cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1, int lanes,
+cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
-    constexpr bool tc = MODE != ScanMode::kFp32;
-    return launch_kernel(chunk_scan_kernel<K, NCOL, IN_BYTES, MODE>, grid, dim3(8 * NCOL),
-                         policy::cuda_scan_smem_bytes(K, NCOL, tc), stream, overlap, p, w, win0,
-                         win1, zero_empty ? 1 : 0);
+    const size_t smem = policy::cuda_scan_smem_bytes(K, NCOL, MODE != ScanMode::kFp32);
+    if (win.slice)
+        return launch_kernel(chunk_scan_kernel<K, NCOL, IN_BYTES, MODE, true>, grid, dim3(8 * NCOL),
+                             smem, stream, overlap, p, w, win.begin, win.end, win.slice,
+                             zero_empty ? 1 : 0);
+    return launch_kernel(chunk_scan_kernel<K, NCOL, IN_BYTES, MODE, false>, grid, dim3(8 * NCOL), smem,
+                         stream, overlap, p, w, win.begin, win.end, win.slice, zero_empty ? 1 : 0);
 }
 
 // Every (K, NCOL) of one input element size and mode.
 template <int IN_BYTES, ScanMode MODE>
-cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
+cudaError_t launch_in(const Params& p, const ChunkScratch& w, const Window& win, int ncol,
+                      int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
     if (lanes < 1 || lanes > 65535) return cudaErrorInvalidValue;
     return for_shape(p.K, ncol, [&](auto shape) {
         using S = decltype(shape);
-        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win0, win1, lanes, zero_empty, stream,
-                                                     overlap);
+        return launch<S::K, S::NCOL, IN_BYTES, MODE>(p, w, win, lanes, zero_empty, stream, overlap);
     });
 }
 
@@ -606,9 +664,14 @@ template <int IN_BYTES, ScanMode MODE>
 cudaError_t set_attributes_in(size_t smem_limit) {
     return for_each_shape([&](auto shape) {
         using S = decltype(shape);
+        const size_t bytes = policy::cuda_scan_smem_bytes(S::K, S::NCOL, MODE != ScanMode::kFp32);
+        if (const cudaError_t e = raise_smem_limit(
+                reinterpret_cast<const void*>(&chunk_scan_kernel<S::K, S::NCOL, IN_BYTES, MODE, false>),
+                bytes, smem_limit))
+            return e;
         return raise_smem_limit(
-            reinterpret_cast<const void*>(&chunk_scan_kernel<S::K, S::NCOL, IN_BYTES, MODE>),
-            policy::cuda_scan_smem_bytes(S::K, S::NCOL, MODE != ScanMode::kFp32), smem_limit);
+            reinterpret_cast<const void*>(&chunk_scan_kernel<S::K, S::NCOL, IN_BYTES, MODE, true>), bytes,
+            smem_limit);
     });
 }
 
@@ -617,7 +680,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
 // chunk_scan_tf32x3.cu (both input sizes each).
 #define GDN_SCAN_INSTANCES(EXTERN, IN_BYTES, MODE)                                                \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,     \
-                                                          int64_t, int64_t, int, int, bool,        \
+                                                          const Window&, int, int, bool,          \
                                                           cudaStream_t, bool);                     \
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_INSTANCES(extern, 2, ScanMode::kFp32)

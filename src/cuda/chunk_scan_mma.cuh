@@ -247,10 +247,13 @@ struct Stage {
     static_assert((SPLIT ? 2 : 1) * kWQKLo + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
 };
 
-template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES, bool SLICED>
 __global__ void __launch_bounds__(2 * NCOL + 32, 1)
-    chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win0, int64_t win1,
-                          int zero_empty_sequences) {
+    chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win_begin, int64_t win_end,
+                          int64_t win_slice, int zero_empty_sequences) {
+    // The window, from scalar parameters (ptxas allocates registers differently
+    // for a struct parameter: docs/perf-notes.md v39).
+    const Window win{win_begin, win_end, win_slice};
     static_assert(kRegStateScan<MODE>, "16-bit operand modes");
     // BF16X3: every operand of the state's chain a value and its remainder.
     constexpr bool X3 = MODE == ScanMode::kBf16x3;
@@ -305,8 +308,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     // window), each from its state in the pool, so that a batch's sequences
     // run side by side where the heads leave SMs free. The bits of a sequence
     // do not depend on the lane that runs it.
-    Chunk cur = scan::first_chunk_from(p, first_seq_ending_after(p, win0) + int32_t(blockIdx.z), win0,
-                                       win1, int32_t(gridDim.z));
+    Chunk cur = scan::first_chunk_from<SLICED>(
+        p, scan::first_seq_of<SLICED>(p, win) + int32_t(blockIdx.z), win, int32_t(gridDim.z));
 
     // STAGES stages of loaded rows. While the compute warps work on chunk i
     // (stage i % STAGES), the loading warp fills stage (i + STAGES − 1) %
@@ -383,8 +386,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         auto copy_rows = [&](const Chunk& c, unsigned char* sb) {
             auto rows = [&](auto full) {
                 constexpr bool FULL = decltype(full)::value;
-                const int L = c.L;
-                const int64_t row0 = c.cs - win0;
+                const int L = c.L();
+                const int64_t row0 = c.row();
                 // k/q rows: k rows 0..31, q rows 32..63 of the stage.
                 auto kq_rows = [&](const uint16_t* rows16, int at) {
                     const uint16_t* src = (X3 ? rows16 + kq_off : kq_lane) + row0 * 2 * K;
@@ -479,7 +482,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     }
                 }
             };
-            if (c.L == kChunk)
+            if (c.L() == kChunk)
                 rows(std::true_type{});
             else
                 rows(std::false_type{});
@@ -491,7 +494,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             const In* vt = v_in + c.cs * p.v_tok;
 #pragma unroll
             for (int i = 0; i < 32; ++i) {
-                const bool ok = i < c.L;
+                const bool ok = i < c.L();
 #pragma unroll
                 for (int m = 0; m < 2; ++m)
                     vr[i][m] = ok && lane + 32 * m < NCOL ? uint32_t(__ldg(vt + v_off[m])) : 0u;
@@ -507,12 +510,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     if (lane + 32 * m < NCOL) vb[i * LDV + lane + 32 * m] = In(vr[i][m]);
         };
         auto next = [&](const Chunk& c) {
-            return c.n < 0 ? c : scan::next_chunk(p, c, win0, win1, int32_t(gridDim.z));
+            return c.n < 0 ? c : scan::next_chunk<SLICED>(p, c, win, int32_t(gridDim.z));
         };
         // v rows (read from memory, unlike the rest) into L2 a chunk before
         // they are copied: lane t the lines of token t's NCOL values.
         auto prefetch_v = [&](const Chunk& c) {
-            if (c.n < 0 || lane >= c.L) return;
+            if (c.n < 0 || lane >= c.L()) return;
             const char* row =
                 reinterpret_cast<const char*>(v_in + (c.cs + lane) * p.v_tok + int64_t(h) * p.v_head + v0);
 #pragma unroll
@@ -635,7 +638,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 store_state(n, true);
     if (cur.n < 0) return;
     load_state(cur);
-    int64_t cur_end = seq_end(p, cur.n);
+    int64_t cur_end = scan::seq_end_in<SLICED>(p, cur.n, win);
     block_barrier();
     block_barrier();
 
@@ -727,7 +730,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     for (int si = 0;; si = si == STAGES - 1 ? 0 : si + 1) {
         // The next chunk, from the end of cur's sequence kept in a register
         // (no load of cu_seqlens on the chunk step's path).
-        const Chunk nxt = scan::next_chunk(p, cur, cur_end, win0, win1, int32_t(gridDim.z));
+        const Chunk nxt = scan::next_chunk<SLICED>(p, cur, cur_end, win, int32_t(gridDim.z));
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo
@@ -736,7 +739,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const In* v16 = reinterpret_cast<const In*>(sb + St::kV) + v_ldm;  // v_exact
         const uint16_t* Wh = reinterpret_cast<const uint16_t*>(sb + St::kW);
         const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
-        const int L = cur.L;
+        const int L = cur.L();
 
         // Ũᵀ = vᵀ Tβᵀ (no state in it) into d: A = vᵀ (16 columns x 32
         // tokens, value and remainder), B = Tβ's rows (lower triangular: the
@@ -1011,7 +1014,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 }
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass) {
-                store_tile(w.O + ((tok - win0) * o_ld + o_col), o_ld, yq, tq, L);
+                store_tile(w.O + ((int64_t(cur.row()) + 2 * tq) * o_ld + o_col), o_ld, yq, tq, L);
             } else if (out_rows && L == kChunk) {
                 const int64_t at = cur.cs * o_ld + (o_col - g);  // token 0, the warp's column 0
                 if (p.out_dt == GDN_DTYPE_BF16)
@@ -1047,7 +1050,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             store_state(cur.n, false);
             if (nxt.n >= 0) {
                 load_state(nxt);
-                cur_end = seq_end(p, nxt.n);
+                cur_end = scan::seq_end_in<SLICED>(p, nxt.n, win);
             }
         }
         if (nxt.n < 0) break;
@@ -1057,14 +1060,17 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 }
 
 template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
-cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1, int lanes,
+cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
-    return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES>, grid,
-                         dim3(2 * NCOL + 32),
-                         policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3),
-                         stream, overlap, p, w,
-                         win0, win1, zero_empty ? 1 : 0);
+    const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3);
+    if (win.slice)
+        return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, true>, grid,
+                             dim3(2 * NCOL + 32), smem, stream, overlap, p, w, win.begin, win.end,
+                             win.slice, zero_empty ? 1 : 0);
+    return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, false>, grid,
+                         dim3(2 * NCOL + 32), smem, stream, overlap, p, w, win.begin, win.end, win.slice,
+                         zero_empty ? 1 : 0);
 }
 
 // The register-state scan is built for policy::kCudaScanMmaColumns columns
@@ -1072,19 +1078,18 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, int64_t win0, int64_t
 // 4 stages of loaded rows (policy::cuda_scan_mma_stages: the caller's choice
 // for the device; set_attributes_in raised the limit of those that fit).
 template <int IN_BYTES, ScanMode MODE>
-cudaError_t launch_in(const Params& p, const ChunkScratch& w, int64_t win0, int64_t win1,
-                      int ncol, int stages, int lanes, bool zero_empty, cudaStream_t stream,
-                      bool overlap) {
+cudaError_t launch_in(const Params& p, const ChunkScratch& w, const Window& win, int ncol,
+                      int stages, int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
     constexpr int NCOL = policy::kCudaScanMmaColumns;
     if (ncol != NCOL || p.V % NCOL != 0 || (stages != 3 && stages != 4) || lanes < 1 ||
         lanes > 65535)
         return cudaErrorInvalidValue;
     if (p.K == 64)
-        return stages == 4 ? launch<64, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, lanes, zero_empty, stream, overlap)
-                           : launch<64, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, lanes, zero_empty, stream, overlap);
+        return stages == 4 ? launch<64, NCOL, IN_BYTES, MODE, 4>(p, w, win, lanes, zero_empty, stream, overlap)
+                           : launch<64, NCOL, IN_BYTES, MODE, 3>(p, w, win, lanes, zero_empty, stream, overlap);
     if (p.K == 128)
-        return stages == 4 ? launch<128, NCOL, IN_BYTES, MODE, 4>(p, w, win0, win1, lanes, zero_empty, stream, overlap)
-                           : launch<128, NCOL, IN_BYTES, MODE, 3>(p, w, win0, win1, lanes, zero_empty, stream, overlap);
+        return stages == 4 ? launch<128, NCOL, IN_BYTES, MODE, 4>(p, w, win, lanes, zero_empty, stream, overlap)
+                           : launch<128, NCOL, IN_BYTES, MODE, 3>(p, w, win, lanes, zero_empty, stream, overlap);
     return cudaErrorInvalidValue;
 }
 
@@ -1096,10 +1101,14 @@ cudaError_t set_attributes_in(size_t smem_limit) {
                                               policy::cuda_scan_mma_smem_bytes(K, NCOL, stages,
                                                                                MODE == ScanMode::kBf16x3)};
     };
-    for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3>, 64, 3),
-                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4>, 64, 4),
-                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3>, 128, 3),
-                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4>, 128, 4)})
+    for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, false>, 64, 3),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, false>, 64, 4),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3, false>, 128, 3),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4, false>, 128, 4),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, true>, 64, 3),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, true>, 64, 4),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3, true>, 128, 3),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4, true>, 128, 4)})
         if (const cudaError_t e = scan::raise_smem_limit(kernel, bytes, smem_limit)) return e;
     return cudaSuccess;
 }
@@ -1108,7 +1117,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
 // the stage count, which chunk_scan.cuh's GDN_SCAN_INSTANCES does not).
 #define GDN_SCAN_MMA_INSTANCES(EXTERN, IN_BYTES, MODE)                                              \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,      \
-                                                          int64_t, int64_t, int, int, int, bool,   \
+                                                          const Window&, int, int, int, bool,     \
                                                           cudaStream_t, bool);                     \
     EXTERN template cudaError_t set_attributes_in<IN_BYTES, MODE>(size_t);
 GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16)

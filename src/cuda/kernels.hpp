@@ -65,6 +65,21 @@ struct ChunkScratch {
     int64_t rows;   // window + one chunk
 };
 
+// The chunks one prep/scan/output-norm launch works on (backend.cpp's window
+// loop). A window of the batch's tokens (slice == 0): the chunks whose first
+// token is in [begin, end), rows numbered from begin (row = token − begin).
+// A time-sliced window (slice > 0, a multiple of the chunk; end ==
+// kNoTokenBound): the chunks whose first token lies at offsets [begin, begin
+// + slice) from its sequence's first token, in every sequence, sequence n's
+// rows from n · slice (row = n · slice + offset − begin); the host takes it
+// for a batch of long sequences of alike lengths, so that the scan's
+// sequence lanes have sequences to run side by side (policy::cuda_scan_slice).
+struct Window {
+    int64_t begin, end;
+    int64_t slice;
+};
+inline constexpr int64_t kNoTokenBound = INT64_MAX;
+
 // The sequential kernel: k_tile in {64, 128} (>= K), block_cols in {32, 64,
 // 128} (V columns per block; >= V with OUTPUT_NORM), tile_tokens in {1, 16}.
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,
@@ -81,14 +96,14 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 // its slot stride 16-byte aligned.
 bool decode_takes_vk(const Params& p);
 
-// The chunked path, one window of tokens [window_start, window_end) (chunk
-// starts; a chunk may run up to 31 tokens past window_end). `overlap`
+// The chunked path, one window (chunk starts; in a window of the batch's
+// tokens a chunk may run up to 31 tokens past win.end). `overlap`
 // (sm_90): launched as a programmatic dependent of the kernel ahead in the
 // stream (device_common.cuh), which backend.cpp's window loop sets for every
 // kernel of a call but its first: the next window's prep (into the other
 // half of a two-window scratch) runs beside this window's scan.
-cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, cudaStream_t stream, bool overlap);
+cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, const Window& win,
+                              cudaStream_t stream, bool overlap);
 // How the scan computes its products. FP32 and TF32X3 (chunk_scan.cuh): the
 // two state products ([S0ᵀk̂; S0ᵀq̂] and the update Σ k̂ D2ᵀ) in that
 // arithmetic, the small in-chunk products in FP32. BF16, FP16 and BF16X3
@@ -117,11 +132,11 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
 // policy::cuda_scan_mma_stages, 3 or 4); the other modes ignore it.
 // `lanes`: the scan's sequence lanes (policy::cuda_scan_lanes, >= 1).
-cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, int64_t window_start,
-                              int64_t window_end, int ncol, int stages, int lanes, ScanMode mode,
-                              bool zero_empty_sequences, cudaStream_t stream, bool overlap);
-cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, int64_t window_start,
-                                  int64_t window_end, cudaStream_t stream, bool overlap);
+cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, const Window& win, int ncol,
+                              int stages, int lanes, ScanMode mode, bool zero_empty_sequences,
+                              cudaStream_t stream, bool overlap);
+cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const Window& win,
+                                  cudaStream_t stream, bool overlap);
 
 // Raise the dynamic shared-memory limit of the chunked kernels on the current
 // device (those that fit `smem_limit`, the device's opt-in maximum). Called

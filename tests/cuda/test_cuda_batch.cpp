@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/dispatch.hpp"
 #include "cuda_support.hpp"
 
 using namespace gdn_cuda_test;
@@ -114,6 +115,24 @@ void batch_equals_separate(const Spec& s, const char* what) {
     CHECK(same_bits(d.out.bytes(), out_batch, "out") == "");
     CHECK(same_bits(d.state.bytes(), state_batch, "state") == "");
     CHECK(d.guard_damage() == "");
+}
+
+// The batch in every precision of the chunked path: BF16 and BF16X3 on bf16
+// inputs; FP16 and FP32 on f32 inputs with the q/k norm and the output norm;
+// TF32X3 on bf16 inputs without flags.
+void batch_equals_separate_every_precision(Spec s, const std::string& what) {
+    auto check = [&](gdn_precision_t precision, gdn_dtype_t input, uint32_t flags, const char* name) {
+        s.precision = precision;
+        s.input = input;
+        s.flags = flags;
+        batch_equals_separate(s, (name + what).c_str());
+    };
+    const uint32_t norms = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+    check(GDN_PRECISION_BF16, GDN_DTYPE_BF16, 0, "BF16, ");
+    check(GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, 0, "BF16X3, ");
+    check(GDN_PRECISION_FP16, GDN_DTYPE_F32, norms, "FP16, f32 inputs, q/k norm, output norm, ");
+    check(GDN_PRECISION_FP32, GDN_DTYPE_F32, norms, "FP32, f32 inputs, q/k norm, output norm, ");
+    check(GDN_PRECISION_TF32X3, GDN_DTYPE_BF16, 0, "TF32X3, ");
 }
 
 // The decode kernel (auto with max_seqlen == 1; a [K][V] state, or a
@@ -461,19 +480,52 @@ TEST_CASE("chunked varlen batch with few heads: the scan's sequence lanes give e
         s.state_indices.push_back(i % 11 == 3 ? -1 : (i * 7) % n);
         s.start_from_zero.push_back(uint8_t(i % 3 == 0));
     }
-    batch_equals_separate(s, "BF16, few heads, 37 sequences");
-    s.precision = GDN_PRECISION_BF16X3;
-    batch_equals_separate(s, "BF16X3, few heads, 37 sequences");
-    s.precision = GDN_PRECISION_FP16;
-    s.input = GDN_DTYPE_F32;
-    s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
-    batch_equals_separate(s, "FP16, f32 inputs, q/k norm, output norm, few heads, 37 sequences");
-    s.precision = GDN_PRECISION_FP32;
-    batch_equals_separate(s, "FP32, f32 inputs, q/k norm, output norm, few heads, 37 sequences");
-    s.precision = GDN_PRECISION_TF32X3;
-    s.flags = 0;
+    batch_equals_separate_every_precision(s, "few heads, 37 sequences");
+}
+
+TEST_CASE("chunked batch of long sequences at few heads: time-sliced windows give each sequence's bits",
+          "[cuda][batch]") {
+    // H_k 2, H_v 4, K = V = 128, 7 sequences of ~2500 tokens: a 2048-token
+    // window of the batch holds about one of them, so the backend takes
+    // time-sliced windows (policy::cuda_scan_slice: 288 tokens of every
+    // sequence a window, ten windows), with 7 lanes in both scans. Among
+    // them: a short sequence (its part ends in the first window), an empty
+    // zero-start one, a padding slot, zero starts and pool states, lengths
+    // that miss the chunk and the slice. Each sequence must get the bits of
+    // its run alone (windows of its own tokens).
+    const gdn_caps_t caps = cuda_caps();
+    Spec s;
+    s.hk = 2, s.hv = 4, s.k = s.v = 128;
+    s.algorithm = GDN_ALGO_CHUNKED;
     s.input = GDN_DTYPE_BF16;
-    batch_equals_separate(s, "TF32X3, few heads, 37 sequences");
+    s.precision = GDN_PRECISION_BF16;
+    s.seq_lens = {2600, 2533, 100, 0, 2601, 2590, 2477};
+    s.state_indices = {3, 0, 6, 5, -1, 1, 2};
+    s.start_from_zero = {1, 0, 1, 1, 0, 0, 1};
+    const int32_t n = int32_t(s.seq_lens.size());
+    int64_t tokens = 0;
+    for (int32_t len : s.seq_lens) tokens += len;
+    // The shape takes the time-sliced windows in both scans on this device
+    // (the backend's own choice from the same policy, with the workspace
+    // gdn_workspace_size gives: 2048-token windows; without them this case
+    // would only repeat the one above).
+    for (bool reg_state : {true, false}) {
+        const int32_t g = s.hv / s.hk;
+        const int32_t ncol =
+            gdn::policy::cuda_scan_columns(s.hk, g, s.v, caps.multiprocessor_count, reg_state);
+        INFO("register-state scan " << reg_state);
+        for (int64_t max_seqlen : {2601, 2900})
+            REQUIRE(gdn::policy::cuda_scan_slice_for(gdn::policy::kCudaWindowTokens, true, n, max_seqlen,
+                                                     tokens, s.hk, g, s.v, ncol,
+                                                     caps.multiprocessor_count, reg_state) > 0);
+    }
+    // (FP16 and FP32 with the output norm: its rows of a slice.)
+    batch_equals_separate_every_precision(s, "time-sliced windows");
+    // A max_seqlen above the longest sequence: the windows past it have no
+    // chunks (their preps and scans find none).
+    s.precision = GDN_PRECISION_BF16;
+    s.max_seqlen = 2900;
+    batch_equals_separate(s, "BF16, time-sliced windows, max_seqlen 2900");
 }
 
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",

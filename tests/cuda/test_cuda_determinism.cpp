@@ -301,6 +301,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
             const bool norm = (s.flags & GDN_FLAG_OUTPUT_NORM) != 0;
             std::vector<unsigned char> out0, state0;
             std::vector<int64_t> seen;
+            int sliced = 0;
             for (int factor : {1, 2, 4, 16}) {
                 // The window the rule gives: the scratch grows with the
                 // window's rows (window + one chunk), so `factor` times the
@@ -310,7 +311,22 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                        2 * window <= pol::kCudaWindowTokens * factor)
                     window *= 2;
                 seen.push_back(window);
-                const int64_t windows = (p.T + window - 1) / window;
+                // Where the batch takes time-sliced windows (the second spec:
+                // two long sequences side by side), ceil(max_seqlen / slice)
+                // of them (policy::cuda_scan_slice_for, as the backend asks it).
+                const bool reg_state = info.precision == GDN_PRECISION_BF16 ||
+                                       info.precision == GDN_PRECISION_FP16 ||
+                                       info.precision == GDN_PRECISION_BF16X3;
+                const int32_t g = s.hv / s.hk;
+                const int32_t ncol = pol::cuda_scan_columns(s.hk, g, s.v, caps.multiprocessor_count, reg_state);
+                const int64_t rounded = (p.T + pol::kCudaChunk - 1) / pol::kCudaChunk * pol::kCudaChunk;
+                const int64_t slice = pol::cuda_scan_slice_for(
+                    std::min(window, rounded), caps.compute_major < 9 || rounded > window,
+                    p.problem.num_seqs, p.problem.max_seqlen, p.T, s.hk, g, s.v, ncol,
+                    caps.multiprocessor_count, reg_state);
+                if (slice) ++sliced;
+                const int64_t windows = slice ? (p.problem.max_seqlen + slice - 1) / slice
+                                              : (p.T + window - 1) / window;
                 DeviceWorkspace ws;
                 ws.buf.resize(need * size_t(factor));
                 ws.fill_nan(stream);
@@ -347,6 +363,9 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 CHECK(seen.back() == pol::kCudaWindowTokens);
             else
                 CHECK(seen == std::vector<int64_t>{2048, 4096, 8192, 8192});
+            // The second spec's batch takes time-sliced windows at every
+            // workspace (both scans), so that their lengths are covered too.
+            if (s.seq_lens.size() == 4 && s.seq_lens[0] == 40000 + 7) CHECK(sliced == 4);
         }
     }
     GDN_CUDA_CHECK(cudaStreamDestroy(stream));

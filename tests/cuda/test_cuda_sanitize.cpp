@@ -38,6 +38,19 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // time-sliced windows (policy::cuda_scan_slice_for: slices of 512
+                 // tokens of every sequence, both scans, also with 8 SMs): a
+                 // padding slot, an empty zero-start sequence, the output norm's
+                 // rows of a slice
+        s.seq_lens = {800, 790, 0, 811};
+        s.hk = 1, s.hv = 2, s.k = s.v = 64;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {2, -1, 1, 0};
+        s.start_from_zero = {1, 0, 1, 0};
+        s.input = GDN_DTYPE_BF16;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // K = V = 128, G = 3, [V][K], interleaved, f16 out, odd row strides
         s.seq_lens = {97};
         s.hk = 1, s.hv = 3, s.k = s.v = 128;
