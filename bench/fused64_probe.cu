@@ -1,0 +1,751 @@
+// gdn_fused64_probe: what a fused chunked kernel would gain (docs/perf-notes.md v40), measured
+// on its own before the library takes it. The BF16 recurrence in ONE kernel with chunks of
+// C = 64: a CTA per (sequence, value head, 64 value columns), 256 threads:
+//  - warps 0-3 (one warpgroup) carry the state Sᵀ (64 columns x K = 128, FP32) in registers
+//    across the sequence's chunks, as the library's register-state scan does at C = 32:
+//    [Dᵀ | Yqᵀ] = Sᵀ [−W | q]ᵀ and Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k on wgmma (m64n128k16, B from
+//    128-byte-swizzled atoms), Oᵀ = e^γ Yqᵀ + Dᵀ Pᵀ on mma.sync (Dᵀ, P as value + remainder);
+//  - warps 4-7 do the prep of the next chunk in the same CTA (what chunk_prep.cu does in its
+//    own kernel, through global scratch): cp.async of the raw k, q, v, g, β rows, γ, k·kᵀ and
+//    q·kᵀ on mma.sync, A and P, the four diagonal 16 x 16 blocks of T = (I + A)^{-1}, then a
+//    blocked solve X = T [diag(β e^γ) k | diag(β) v] by 16-token blocks, each warp 48 of the
+//    192 right-hand columns (no warp waits for another), −W into the wgmma atoms (stmatrix)
+//    and Ũᵀ for the state warps;
+//  - two stages, one CTA barrier per chunk: the state warps work on chunk j while the prep
+//    warps load and prepare chunk j + 1.
+// Plain features only (bf16 q/k/v, f32 g/β, K = V = 128, grouped heads, state [N][Hv][K][V]
+// of slots 0..N−1, f32 outputs); it checks itself against an FP64 recurrence (and a rerun for
+// identical bits) and times itself. --role chain|prep times one role alone (the other only
+// meets the barriers; the results are then garbage); --phases 1 prints the cycles per chunk
+// of each warp's phases in CTA 0 (clock64).
+//
+// Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
+// elsewhere. Results on the H200: docs/perf-notes.md v40 and docs/cuda.md (nineteenth run).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cuda/device_common.cuh"
+#include "cuda/mma.cuh"
+
+using namespace gdn::cuda;
+constexpr ScanMode M = ScanMode::kBf16;
+
+namespace probe {
+
+constexpr int C = 64, K = 128, NC = 64;
+struct Args {
+    const __nv_bfloat16 *q, *k, *v;
+    const float *g, *beta;
+    float* state;
+    float* out;
+    const int* cu;
+    int N, Hk, Hv;
+    float scale;
+    int phases;  // clock64 marks in CTA 0
+};
+
+// Stage layout (bytes from a 1024-aligned stage start).
+constexpr int kWQ = 0;                    // 2 kc x 16 atoms (0..7: −W tokens, 8..15: q tokens)
+constexpr int kWQkc = 16 * 1024;
+constexpr int kKA = kWQ + 2 * kWQkc;      // 2 kc x 8 atoms: k tokens
+constexpr int kKAkc = 8 * 1024;
+constexpr int kLDV = 72;                  // v rows: 64 bf16 + 8
+constexpr int kV = kKA + 2 * kKAkc;       // [64][72] bf16
+constexpr int kLDU = 68;
+constexpr int kU = kV + 64 * kLDV * 2;    // Ũᵀ [64 cols][68] f32
+constexpr int kLDP = 72;
+constexpr int kP = kU + 64 * kLDU * 4;    // P hi [64][72] bf16
+constexpr int kPl = kP + 64 * kLDP * 2;   // P lo
+constexpr int kF = kPl + 64 * kLDP * 2;   // float4 [64]
+constexpr int kG = kF + 64 * 16;          // g → γ [64]
+constexpr int kB = kG + 64 * 4;           // β [64]
+constexpr int kBE = kB + 64 * 4;          // β e^γ [64]
+constexpr int kStageRaw = kBE + 64 * 4;
+constexpr int kStage = (kStageRaw + 1023) / 1024 * 1024;
+constexpr int kLDA = 68;
+constexpr int kAs = 2 * kStage;           // A [64][68] f32
+constexpr int kLDT = 20;
+constexpr int kTd = kAs + 64 * kLDA * 4;  // the diagonal blocks of T, [64][20] f32
+constexpr int kSmem = kTd + 64 * kLDT * 4 + 1024;
+
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes));
+}
+// The prep warps' own barrier (barrier 1, 128 threads), in the unaligned form:
+// `bar.sync` is `barrier.sync.aligned`, which PTX allows only where every
+// thread of the CTA executes the same barrier instruction (block_barrier's
+// comment, src/cuda/device_common.cuh); the state warps never reach this one.
+__device__ __forceinline__ void wg1_bar() { asm volatile("barrier.sync 1, 128;\n" ::: "memory"); }
+
+// Byte offset of (token t, column x) in atoms of 8 token rows x 64 16-bit
+// columns, 128-byte swizzle, atoms along t contiguous (1024 B), kc stride kcs.
+__device__ __forceinline__ int atom_at(int t, int x, int kcs) {
+    return (x >> 6) * kcs + (t >> 3) * 1024 + (t & 7) * 128 + ((((x & 63) >> 3) ^ (t & 7)) << 4) + (x & 7) * 2;
+}
+
+__device__ unsigned long long g_dbg[8][12];
+
+template <int SKIP>
+__global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
+#if defined(GDN_HAVE_WGMMA)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* const sm =
+        smem_raw + ((0u - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) & 1023u);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, tq = lane & 3;
+    const bool prof = a.phases && blockIdx.x == 0 && blockIdx.y == 0 && lane == 0;
+    long long last = clock64();
+    auto mark = [&](int ph) {
+        if (prof) {
+            const long long c = clock64();
+            atomicAdd(&g_dbg[warp][ph], (unsigned long long)(c - last));
+            last = c;
+        }
+    };
+    const int h = blockIdx.x >> 1, c0 = (blockIdx.x & 1) * NC, n = blockIdx.y;
+    const int kh = h / (a.Hv / a.Hk);
+    const int64_t bos = a.cu[n], eos = a.cu[n + 1];
+    const int nch = int((eos - bos + C - 1) / C);
+    if (nch == 0) return;
+    auto stage = [&](int j) { return sm + (j & 1) * kStage; };
+    float* const As = reinterpret_cast<float*>(sm + kAs);
+    float* const Td = reinterpret_cast<float*>(sm + kTd);
+
+    if (warp >= 4) {
+        // ------------------------------------------------------------ prep
+        const int tw = tid - 128, wq = warp - 4;
+        auto load = [&](int j) {
+            unsigned char* st = stage(j);
+            const int64_t cs = bos + int64_t(j) * C;
+            const int L = int(eos - cs < C ? eos - cs : C);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const int id = tw + 128 * i, t = id >> 4, p = id & 15;
+                const bool ok = t < L;
+                const int64_t row = (cs + t) * a.Hk + kh;
+                cp_async16(st + kKA + atom_at(t, 8 * p, kKAkc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
+                cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
+                           ok ? 16 : 0);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int id = tw + 128 * i, t = id >> 3, p = id & 7;
+                const bool ok = t < L;
+                cp_async16(st + kV + t * kLDV * 2 + 16 * p,
+                           ok ? a.v + ((cs + t) * a.Hv + h) * 128 + c0 + 8 * p : a.v, ok ? 16 : 0);
+            }
+            {
+                const int t = tw & 63;
+                const bool ok = t < L;
+                const float* src = tw < 64 ? a.g : a.beta;
+                cp_async4(st + (tw < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
+            }
+            cp_async_commit();
+            // The chunk after it into L2.
+            const int64_t cn = cs + C;
+            if (cn < eos) {
+                const int t = tw & 63;
+                if (cn + t < eos) {
+                    const int64_t row = (cn + t) * a.Hk + kh;
+                    if (tw < 64) {
+                        prefetch_l2(a.k + row * K);
+                        prefetch_l2(a.k + row * K + 64);
+                    } else {
+                        prefetch_l2(a.q + row * K);
+                        prefetch_l2(a.q + row * K + 64);
+                    }
+                    if (tw < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
+                }
+            }
+            cp_async_wait_all();
+            wg1_bar();
+            return L;
+        };
+        auto prep = [&](int j, int L) {
+            unsigned char* st = stage(j);
+            float* G = reinterpret_cast<float*>(st + kG);
+            const float* Bt = reinterpret_cast<const float*>(st + kB);
+            float* BE = reinterpret_cast<float*>(st + kBE);
+            float4* F = reinterpret_cast<float4*>(st + kF);
+            // γ (running sum of g), and the per-token factors: warp 0.
+            if (wq == 0) {
+                float x0 = G[lane], x1 = G[lane + 32];
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+                    if (lane >= o) x0 += y0, x1 += y1;
+                }
+                x1 += __shfl_sync(0xffffffffu, x0, 31);
+                const float gl = __shfl_sync(0xffffffffu, (L - 1) < 32 ? x0 : x1, (L - 1) & 31);
+                G[lane] = x0, G[lane + 32] = x1;
+                BE[lane] = Bt[lane] * __expf(x0), BE[lane + 32] = Bt[lane + 32] * __expf(x1);
+                const float el = __expf(gl);
+                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, 0.0f);
+                F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, 0.0f);
+            }
+            // k·kᵀ for m-tile mk = wq, q·kᵀ for m-tile mq = 3 − wq (five 16 x 16
+            // blocks of the two lower triangles per warp).
+            const int mk = wq, mq = 3 - wq, mx = mk > mq ? mk : mq;
+            float kk[8][4] = {}, qk[8][4] = {};
+            {
+                const unsigned char* KA = st + kKA;
+                const unsigned char* QA = st + kWQ + 8 * 1024;
+                const int mi = lane >> 3, r8 = lane & 7;
+                const int ra = r8 + 8 * (mi & 1), xa = 8 * (mi >> 1);  // A: rows t
+                const int tb = r8 + 8 * (mi >> 1), xb = 8 * (mi & 1);  // B: rows i (pair base)
+#pragma unroll
+                for (int s = 0; s < 8; ++s) {
+                    uint32_t ak[4], aq[4];
+                    mma::ldmatrix_x4<false>(ak, KA + atom_at(16 * mk + ra, 16 * s + xa, kKAkc));
+                    mma::ldmatrix_x4<false>(aq, QA + atom_at(16 * mq + ra, 16 * s + xa, kWQkc));
+#pragma unroll
+                    for (int nn = 0; nn < 4; ++nn) {
+                        if (nn > mx) break;
+                        uint32_t b[4];
+                        mma::ldmatrix_x4<false>(b, KA + atom_at(16 * nn + tb, 16 * s + xb, kKAkc));
+                        if (nn <= mk) {
+                            mma::mma16<M>(kk[2 * nn], ak, {b[0], b[1]});
+                            mma::mma16<M>(kk[2 * nn + 1], ak, {b[2], b[3]});
+                        }
+                        if (nn <= mq) {
+                            mma::mma16<M>(qk[2 * nn], aq, {b[0], b[1]});
+                            mma::mma16<M>(qk[2 * nn + 1], aq, {b[2], b[3]});
+                        }
+                    }
+                }
+            }
+            mark(2);
+            wg1_bar();  // γ, βe^γ, F
+            mark(3);
+            // A (strictly lower, f32) and P (lower, 16-bit value and remainder).
+            {
+                uint32_t* Ph = reinterpret_cast<uint32_t*>(st + kP);
+                uint32_t* Pl = reinterpret_cast<uint32_t*>(st + kPl);
+                float gi[8][2];
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const float2 x = *reinterpret_cast<const float2*>(G + 8 * nt + 2 * tq);
+                    gi[nt][0] = x.x, gi[nt][1] = x.y;
+                }
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int t = 16 * mk + g + 8 * hf;
+                    const float gt = G[t], bt = Bt[t];
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) {
+                        if (nt > 2 * mk + 1) break;
+                        const int i = 8 * nt + 2 * tq;
+                        const float a0 = i < t ? bt * __expf(gt - gi[nt][0]) * kk[nt][2 * hf] : 0.0f;
+                        const float a1 = i + 1 < t ? bt * __expf(gt - gi[nt][1]) * kk[nt][2 * hf + 1] : 0.0f;
+                        *reinterpret_cast<float2*>(As + t * kLDA + i) = make_float2(a0, a1);
+                    }
+                }
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int t = 16 * mq + g + 8 * hf;
+                    const float gt = G[t];
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) {
+                        if (nt > 2 * mq + 1) break;
+                        const int i = 8 * nt + 2 * tq;
+                        const float p0 = i <= t ? a.scale * __expf(gt - gi[nt][0]) * qk[nt][2 * hf] : 0.0f;
+                        const float p1 = i + 1 <= t ? a.scale * __expf(gt - gi[nt][1]) * qk[nt][2 * hf + 1] : 0.0f;
+                        uint32_t lo;
+                        const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
+                        Ph[(t * kLDP + i) >> 1] = hi;
+                        Pl[(t * kLDP + i) >> 1] = lo;
+                    }
+                }
+            }
+            wg1_bar();
+            mark(4);
+            // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq; lane c a column.
+            {
+                const int cc = lane & 15, b0 = 16 * wq;
+                float Tc[16];
+#pragma unroll
+                for (int r = 0; r < 16; ++r) {
+                    float x = r == cc ? 1.0f : 0.0f;
+                    const float* Ar = As + (b0 + r) * kLDA + b0;
+#pragma unroll
+                    for (int m = 0; m < r; ++m) x -= Ar[m] * Tc[m];
+                    Tc[r] = x;
+                }
+                if (lane < 16)
+#pragma unroll
+                    for (int r = 0; r < 16; ++r) Td[(wq * 16 + r) * kLDT + cc] = Tc[r];
+            }
+            wg1_bar();
+            mark(5);
+            // The solve X = (I + A)^{-1} R, R = [diag(β e^γ) k | diag(β) v] (64 x 192),
+            // transposed and by 16-token blocks: X_iᵀ = (R_iᵀ − Σ_{j<i} X_jᵀ A_ijᵀ) T_iiᵀ.
+            // Warp wq owns columns 48 wq .. 48 wq + 47 of R (three m-tiles); its
+            // blocks need no other warp's. Products as 16-bit values and remainders.
+            {
+                float X[3][4][2][4];
+                const int mi = lane >> 3, r8 = lane & 7;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float Y[3][2][4];
+                    // R_iᵀ: ldmatrix.trans of the token rows gives the C layout.
+#pragma unroll
+                    for (int mt = 0; mt < 3; ++mt) {
+                        const int xb = 48 * wq + 16 * mt;
+                        const int t = 16 * i + 8 * (mi >> 1) + r8, x = (xb & 127) + 8 * (mi & 1);
+                        uint32_t r[4];
+                        if (xb < 128)
+                            mma::ldmatrix_x4<true>(r, st + kKA + atom_at(t, x, kKAkc));
+                        else
+                            mma::ldmatrix_x4<true>(r, st + kV + (t * kLDV + x) * 2);
+                        const float* sc = xb < 128 ? BE : Bt;
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const float2 f = *reinterpret_cast<const float2*>(sc + 16 * i + 8 * n2 + 2 * tq);
+                            float u0, u1, w0, w1;
+                            mma::unpack2<M>(r[2 * n2], u0, u1);
+                            mma::unpack2<M>(r[2 * n2 + 1], w0, w1);
+                            Y[mt][n2][0] = u0 * f.x, Y[mt][n2][1] = u1 * f.y;
+                            Y[mt][n2][2] = w0 * f.x, Y[mt][n2][3] = w1 * f.y;
+                        }
+                    }
+                    // − X_jᵀ A_ijᵀ.
+#pragma unroll
+                    for (int j = 0; j < i; ++j) {
+                        uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const float* ar = As + (16 * i + 8 * n2 + g) * kLDA + 16 * j + 2 * tq;
+                            const float2 x0 = *reinterpret_cast<const float2*>(ar);
+                            const float2 x1 = *reinterpret_cast<const float2*>(ar + 8);
+                            bh[n2][0] = mma::pack_split<M>(-x0.x, -x0.y, &bl[n2][0]);
+                            bh[n2][1] = mma::pack_split<M>(-x1.x, -x1.y, &bl[n2][1]);
+                        }
+#pragma unroll
+                        for (int mt = 0; mt < 3; ++mt) {
+                            uint32_t ah[4], al[4];
+                            ah[0] = mma::pack_split<M>(X[mt][j][0][0], X[mt][j][0][1], &al[0]);
+                            ah[1] = mma::pack_split<M>(X[mt][j][0][2], X[mt][j][0][3], &al[1]);
+                            ah[2] = mma::pack_split<M>(X[mt][j][1][0], X[mt][j][1][1], &al[2]);
+                            ah[3] = mma::pack_split<M>(X[mt][j][1][2], X[mt][j][1][3], &al[3]);
+#pragma unroll
+                            for (int n2 = 0; n2 < 2; ++n2) {
+                                mma::mma16<M>(Y[mt][n2], al, bh[n2]);
+                                mma::mma16<M>(Y[mt][n2], ah, bl[n2]);
+                                mma::mma16<M>(Y[mt][n2], ah, bh[n2]);
+                            }
+                        }
+                    }
+                    // X_iᵀ = Y_iᵀ T_iiᵀ.
+                    {
+                        uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const float* tr = Td + (16 * i + 8 * n2 + g) * kLDT + 2 * tq;
+                            const float2 x0 = *reinterpret_cast<const float2*>(tr);
+                            const float2 x1 = *reinterpret_cast<const float2*>(tr + 8);
+                            bh[n2][0] = mma::pack_split<M>(x0.x, x0.y, &bl[n2][0]);
+                            bh[n2][1] = mma::pack_split<M>(x1.x, x1.y, &bl[n2][1]);
+                        }
+#pragma unroll
+                        for (int mt = 0; mt < 3; ++mt) {
+                            uint32_t ah[4], al[4];
+                            ah[0] = mma::pack_split<M>(Y[mt][0][0], Y[mt][0][1], &al[0]);
+                            ah[1] = mma::pack_split<M>(Y[mt][0][2], Y[mt][0][3], &al[1]);
+                            ah[2] = mma::pack_split<M>(Y[mt][1][0], Y[mt][1][1], &al[2]);
+                            ah[3] = mma::pack_split<M>(Y[mt][1][2], Y[mt][1][3], &al[3]);
+#pragma unroll
+                            for (int n2 = 0; n2 < 2; ++n2) {
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) X[mt][i][n2][e] = 0.0f;
+                                mma::mma16<M>(X[mt][i][n2], al, bh[n2]);
+                                mma::mma16<M>(X[mt][i][n2], ah, bl[n2]);
+                                mma::mma16<M>(X[mt][i][n2], ah, bh[n2]);
+                            }
+                        }
+                    }
+                }
+                mark(6);
+                // −W (bf16) into the WQ atoms by stmatrix.trans; Ũᵀ (f32) into U.
+                float* U = reinterpret_cast<float*>(st + kU);
+#pragma unroll
+                for (int mt = 0; mt < 3; ++mt) {
+                    const int xb = 48 * wq + 16 * mt;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        if (xb < 128) {
+                            const int t = 16 * i + 8 * (mi >> 1) + r8, x = xb + 8 * (mi & 1);
+                            const float(&x0)[4] = X[mt][i][0];
+                            const float(&x1)[4] = X[mt][i][1];
+                            mma::stmatrix_x4_trans(st + kWQ + atom_at(t, x, kWQkc), mma::pack2<M>(-x0[0], -x0[1]),
+                                                   mma::pack2<M>(-x0[2], -x0[3]), mma::pack2<M>(-x1[0], -x1[1]),
+                                                   mma::pack2<M>(-x1[2], -x1[3]));
+                        } else {
+                            const int c = xb - 128 + g;
+#pragma unroll
+                            for (int n2 = 0; n2 < 2; ++n2) {
+                                const int t = 16 * i + 8 * n2 + 2 * tq;
+                                *reinterpret_cast<float2*>(U + c * kLDU + t) =
+                                    make_float2(X[mt][i][n2][0], X[mt][i][n2][1]);
+                                *reinterpret_cast<float2*>(U + (c + 8) * kLDU + t) =
+                                    make_float2(X[mt][i][n2][2], X[mt][i][n2][3]);
+                            }
+                        }
+                    }
+                }
+                mark(7);
+            }
+            mma::fence_proxy_async_shared();
+            mark(8);
+        };
+        auto step = [&](int j) {
+            mark(0);
+            const int L = (SKIP & 4) ? 64 : load(j);
+            mark(1);
+            if (!(SKIP & 1)) prep(j, L);
+        };
+        step(0);
+        block_barrier();
+        for (int j = 0; j < nch; ++j) {
+            if (j + 1 < nch) {
+                wg1_bar();  // As and Td free: every prep warp is past chunk j
+                step(j + 1);
+            }
+            mark(9);
+            block_barrier();
+            mark(10);
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------- chain
+    const int cw = c0 + 16 * warp + g;  // this thread's columns: cw, cw + 8
+    float S[16][4];
+    float* const st0 = a.state + (int64_t(n) * a.Hv + h) * K * 128;
+    auto sidx = [&](int j, int e) { return (8 * j + 2 * tq + (e & 1)) * 128 + cw + 8 * (e >> 1); };
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[j][e] = st0[sidx(j, e)];
+    block_barrier();
+    const int ldn = ((lane >> 4) * 8 + (lane & 7)) * kLDP + ((lane >> 3) & 1) * 8;
+    for (int j = 0; j < nch; ++j) {
+        if (SKIP & 2) {
+            block_barrier();
+            continue;
+        }
+        const unsigned char* st = stage(j);
+        const int64_t cs = bos + int64_t(j) * C;
+        const int L = int(eos - cs < C ? eos - cs : C);
+        const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kKA);
+        const float4* F = reinterpret_cast<const float4*>(st + kF);
+        float x[16][4] = {};
+        {
+            uint32_t sa[8][4];
+#pragma unroll
+            for (int s = 0; s < 8; ++s) {
+                sa[s][0] = mma::pack2<M>(S[2 * s][0], S[2 * s][1]);
+                sa[s][1] = mma::pack2<M>(S[2 * s][2], S[2 * s][3]);
+                sa[s][2] = mma::pack2<M>(S[2 * s + 1][0], S[2 * s + 1][1]);
+                sa[s][3] = mma::pack2<M>(S[2 * s + 1][2], S[2 * s + 1][3]);
+            }
+            mma::fence_operand(sa);
+            mma::fence_operand(x);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < 8; ++s)
+                mma::wgmma_n128<M, 0>(x, sa[s], mma::wgmma_desc_sw128(wq_s + (s >> 2) * kWQkc + (s & 3) * 32, 16, 1024));
+            mma::wgmma_commit();
+            mma::wgmma_wait_all();
+            mma::fence_operand(x);
+        }
+        // Dᵀ += Ũᵀ.
+        {
+            const float* U = reinterpret_cast<const float*>(st + kU) + (16 * warp + g) * kLDU + 2 * tq;
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const float2 u0 = *reinterpret_cast<const float2*>(U + 8 * jt);
+                const float2 u1 = *reinterpret_cast<const float2*>(U + 8 * kLDU + 8 * jt);
+                x[jt][0] += u0.x, x[jt][1] += u0.y, x[jt][2] += u1.x, x[jt][3] += u1.y;
+            }
+        }
+        uint32_t da[4][4], dl[4][4], d2[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int jt = 2 * s + (r >> 1), e = 2 * (r & 1);
+                da[s][r] = mma::pack_split<M>(x[jt][e], x[jt][e + 1], &dl[s][r]);
+                const float f0 = F[8 * jt + 2 * tq].x, f1 = F[8 * jt + 2 * tq + 1].x;
+                d2[s][r] = mma::pack2<M>(f0 * x[jt][e], f1 * x[jt][e + 1]);
+            }
+        }
+        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
+        {
+            const float decay = F[0].z;
+#pragma unroll
+            for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) S[jj][e] *= decay;
+            mma::fence_operand(S);
+            mma::fence_operand(d2);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                mma::wgmma_n128<M, 1>(S, d2[s], mma::wgmma_desc_sw128(ka_s + 2 * s * 1024, kKAkc, 1024));
+            mma::wgmma_commit();
+        }
+        // Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ.
+        {
+            float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const float f0 = F[8 * jt + 2 * tq].y, f1 = F[8 * jt + 2 * tq + 1].y;
+                y[jt][0] *= f0, y[jt][1] *= f1, y[jt][2] *= f0, y[jt][3] *= f1;
+            }
+            const uint16_t* Ph = reinterpret_cast<const uint16_t*>(st + kP);
+            const uint16_t* Pl = reinterpret_cast<const uint16_t*>(st + kPl);
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+#pragma unroll
+                for (int nn = s; nn < 4; ++nn) {
+                    uint32_t rh[4], rl[4];
+                    const int at = ldn + 16 * nn * kLDP + 16 * s;
+                    mma::ldmatrix_x4<false>(rh, Ph + at);
+                    mma::ldmatrix_x4<false>(rl, Pl + at);
+#pragma unroll
+                    for (int xx = 0; xx < 2; ++xx) {
+                        mma::mma16<M>(y[2 * nn + xx], dl[s], {rh[2 * xx], rh[2 * xx + 1]});
+                        mma::mma16<M>(y[2 * nn + xx], da[s], {rl[2 * xx], rl[2 * xx + 1]});
+                        mma::mma16<M>(y[2 * nn + xx], da[s], {rh[2 * xx], rh[2 * xx + 1]});
+                    }
+                }
+            const int64_t ld = int64_t(a.Hv) * 128;
+            float* o = a.out + (cs * a.Hv + h) * 128 + cw;
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const int t = 8 * jt + 2 * tq;
+                if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
+                if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
+            }
+        }
+        mma::wgmma_wait_all();
+        mma::fence_operand(S);
+        mark(0);
+        block_barrier();
+        mark(1);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+#endif
+}
+
+}  // namespace probe
+
+// ---------------------------------------------------------------- harness
+static double uni(std::mt19937_64& r) { return (r() >> 11) * (1.0 / 9007199254740992.0); }
+static double nrm(std::mt19937_64& r) {
+    const double u1 = 1.0 - uni(r), u2 = uni(r);
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+static float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+#define CK(x)                                                                               \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) {                                                            \
+            std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+            std::exit(1);                                                                   \
+        }                                                                                   \
+    } while (0)
+
+int main(int argc, char** argv) {
+    int Hk = 16, Hv = 48, N = 1, T = 4096, reps = 20, check = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--hk")) Hk = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--hv")) Hv = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--n")) N = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--t")) T = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--check")) check = std::atoi(argv[i + 1]);
+    }
+    {
+        int dev = 0;
+        cudaDeviceProp prop;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+            std::printf("skipped: no device\n");
+            return 0;
+        }
+        if (prop.major != 9) {
+            std::printf("skipped: wgmma needs an sm_90 device (this is sm_%d%d)\n", prop.major, prop.minor);
+            return 0;
+        }
+    }
+    const int D = 128;
+    const int64_t NT = int64_t(N) * T;
+    std::mt19937_64 rng(12345);
+    std::vector<float> q(NT * Hk * D), k(NT * Hk * D), v(NT * Hv * D), g(NT * Hv), b(NT * Hv),
+        s0(size_t(N) * Hv * D * D);
+    std::vector<double> pool(999983);
+    for (auto& x : pool) x = nrm(rng);
+    size_t pi = 0;
+    auto pn = [&] { const double x = pool[pi]; pi = pi + 1 == pool.size() ? 0 : pi + 1; return x; };
+    for (auto& x : q) x = bf(float(pn()));
+    for (int64_t r = 0; r < NT * Hk; ++r) {
+        double n2 = 0, row[128];
+        for (auto& x : row) x = pn(), n2 += x * x;
+        for (int i = 0; i < D; ++i) k[r * D + i] = bf(float(row[i] / std::sqrt(n2)));
+    }
+    for (auto& x : v) x = bf(float(pn()));
+    for (auto& x : g) x = float(-0.3 + 0.29 * uni(rng));
+    for (auto& x : b) x = float(uni(rng));
+    for (auto& x : s0) x = float(0.5 * nrm(rng));
+    std::vector<__nv_bfloat16> qb(q.size()), kb(k.size()), vb(v.size());
+    for (size_t i = 0; i < q.size(); ++i) qb[i] = __float2bfloat16_rn(q[i]), kb[i] = __float2bfloat16_rn(k[i]);
+    for (size_t i = 0; i < v.size(); ++i) vb[i] = __float2bfloat16_rn(v[i]);
+    std::vector<int> cu(N + 1);
+    for (int i = 0; i <= N; ++i) cu[i] = i * T;
+    const float scale = 1.0f / std::sqrt(float(D));
+
+    __nv_bfloat16 *dq, *dk, *dv;
+    float *dg, *db, *ds, *dout;
+    int* dcu;
+    CK(cudaMalloc(&dq, qb.size() * 2));
+    CK(cudaMalloc(&dk, kb.size() * 2));
+    CK(cudaMalloc(&dv, vb.size() * 2));
+    CK(cudaMalloc(&dg, g.size() * 4));
+    CK(cudaMalloc(&db, b.size() * 4));
+    CK(cudaMalloc(&ds, s0.size() * 4));
+    CK(cudaMalloc(&dout, size_t(NT) * Hv * D * 4));
+    CK(cudaMalloc(&dcu, (N + 1) * 4));
+    CK(cudaMemcpy(dq, qb.data(), qb.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dk, kb.data(), kb.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dv, vb.data(), vb.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dg, g.data(), g.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dcu, cu.data(), (N + 1) * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dout, 0xff, size_t(NT) * Hv * D * 4));  // NaN
+
+    probe::Args a{dq, dk, dv, dg, db, ds, dout, dcu, N, Hk, Hv, scale, 0};
+    // --role: all (0), chain (1: no prep), prep (2: no chain); --noload 1 adds 4 (no loads).
+    int skip = 0, phases = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--role"))
+            skip |= !std::strcmp(argv[i + 1], "chain") ? 1 : !std::strcmp(argv[i + 1], "prep") ? 2 : 0;
+        if (!std::strcmp(argv[i], "--noload") && std::atoi(argv[i + 1])) skip |= 4;
+        if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]);
+    }
+    void (*kern)(probe::Args) = skip == 0 ? probe::fused64_kernel<0> : skip == 1 ? probe::fused64_kernel<1>
+                              : skip == 2 ? probe::fused64_kernel<2> : skip == 4 ? probe::fused64_kernel<4>
+                              : skip == 5 ? probe::fused64_kernel<5> : probe::fused64_kernel<6>;
+    a.phases = phases;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, probe::kSmem));
+    const dim3 grid(2 * Hv, N);
+    auto launch = [&] { kern<<<grid, 256, probe::kSmem>>>(a); };
+    std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, probe::kSmem);
+
+    if (check) {
+        CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
+        launch();
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<float> out(size_t(NT) * Hv * D), sf(s0.size());
+        CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(sf.data(), ds, sf.size() * 4, cudaMemcpyDeviceToHost));
+        // Rerun: same bits.
+        CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dout, 0xff, size_t(NT) * Hv * D * 4));
+        launch();
+        CK(cudaDeviceSynchronize());
+        std::vector<float> out2(out.size()), sf2(sf.size());
+        CK(cudaMemcpy(out2.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(sf2.data(), ds, sf.size() * 4, cudaMemcpyDeviceToHost));
+        const bool same = !std::memcmp(out.data(), out2.data(), out.size() * 4) &&
+                          !std::memcmp(sf.data(), sf2.data(), sf.size() * 4);
+        // FP64 reference, threads over (sequence, head).
+        std::vector<double> ro(out.size()), rs(s0.size());
+        auto work = [&](int id0, int step) {
+            std::vector<double> S(D * D), kv(D), d(D);
+            for (int id = id0; id < N * Hv; id += step) {
+                const int nn = id / Hv, hh = id % Hv, kh = hh / (Hv / Hk);
+                for (int i = 0; i < D * D; ++i) S[i] = s0[(size_t(nn) * Hv + hh) * D * D + i];
+                for (int t = cu[nn]; t < cu[nn + 1]; ++t) {
+                    const float* kt = &k[(int64_t(t) * Hk + kh) * D];
+                    const float* qt = &q[(int64_t(t) * Hk + kh) * D];
+                    const float* vt = &v[(int64_t(t) * Hv + hh) * D];
+                    const double e = std::exp(double(g[int64_t(t) * Hv + hh])), be = b[int64_t(t) * Hv + hh];
+                    for (int c = 0; c < D; ++c) kv[c] = 0;
+                    for (int r = 0; r < D; ++r)
+                        for (int c = 0; c < D; ++c) kv[c] += S[r * D + c] * kt[r];
+                    for (int c = 0; c < D; ++c) d[c] = be * (vt[c] - e * kv[c]);
+                    for (int r = 0; r < D; ++r)
+                        for (int c = 0; c < D; ++c) S[r * D + c] = e * S[r * D + c] + double(kt[r]) * d[c];
+                    for (int c = 0; c < D; ++c) {
+                        double o = 0;
+                        for (int r = 0; r < D; ++r) o += S[r * D + c] * double(qt[r]) * double(scale);
+                        ro[(int64_t(t) * Hv + hh) * D + c] = o;
+                    }
+                }
+                for (int i = 0; i < D * D; ++i) rs[(size_t(nn) * Hv + hh) * D * D + i] = S[i];
+            }
+        };
+        const int nth = std::max(1u, std::thread::hardware_concurrency());
+        std::vector<std::thread> th;
+        for (int i = 0; i < nth; ++i) th.emplace_back(work, i, nth);
+        for (auto& x : th) x.join();
+        auto err = [](const std::vector<float>& x, const std::vector<double>& r) {
+            double md = 0, mr = 0;
+            size_t bad = 0;
+            for (size_t i = 0; i < x.size(); ++i) {
+                if (!std::isfinite(x[i])) ++bad;
+                md = std::max(md, std::fabs(double(x[i]) - r[i]));
+                mr = std::max(mr, std::fabs(r[i]));
+            }
+            if (bad) std::printf("  %zu non-finite values\n", bad);
+            return bad ? INFINITY : md / mr;
+        };
+        std::printf("error vs FP64: out %.3e  state %.3e  rerun %s\n", err(out, ro), err(sf, rs),
+                    same ? "bit-identical" : "DIFFERS");
+        if (phases) {
+        unsigned long long dbg[8][12];
+        CK(cudaMemcpyFromSymbol(dbg, probe::g_dbg, sizeof dbg));
+        const int nch = (T + 63) / 64;
+        for (int w = 0; w < 8; ++w) {
+            std::printf("warp %d cycles/chunk (two runs):", w);
+            for (int p = 0; p < 11; ++p) std::printf(" %llu", dbg[w][p] / (2ull * nch));
+            std::printf("\n");
+        }
+        }
+    }
+    // Timing.
+    CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; ++i) launch();
+    std::vector<float> ms;
+    for (int r = 0; r < 5; ++r) {
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < reps; ++i) launch();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        ms.push_back(t / reps);
+    }
+    CK(cudaGetLastError());
+    std::sort(ms.begin(), ms.end());
+    std::printf("time per launch: median %.4f ms (min %.4f, max %.4f)\n", ms[2], ms[0], ms[4]);
+    return 0;
+}
