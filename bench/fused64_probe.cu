@@ -6,18 +6,22 @@
 //    [Dᵀ | Yqᵀ] = Sᵀ [−W | q]ᵀ and Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k on wgmma (m64n128k16, B from
 //    128-byte-swizzled atoms), Oᵀ = e^γ Yqᵀ + Dᵀ Pᵀ on mma.sync (Dᵀ, P as value + remainder);
 //  - warps 4-7 do the prep of the next chunk in the same CTA (what chunk_prep.cu does in its
-//    own kernel, through global scratch): cp.async of the raw k, q, v, g, β rows, γ, k·kᵀ and
-//    q·kᵀ on mma.sync, A and P, the four diagonal 16 x 16 blocks of T = (I + A)^{-1}, then a
-//    blocked solve X = T [diag(β e^γ) k | diag(β) v] by 16-token blocks, each warp 48 of the
-//    192 right-hand columns (no warp waits for another), −W into the wgmma atoms (stmatrix)
-//    and Ũᵀ for the state warps;
-//  - two stages, one CTA barrier per chunk: the state warps work on chunk j while the prep
-//    warps load and prepare chunk j + 1.
+//    own kernel, through global scratch): γ, k·kᵀ and q·kᵀ as 16 wgmma with both operands in
+//    the atoms, A and P, the four diagonal 16 x 16 blocks of T = (I + A)^{-1}, then a blocked
+//    solve X = T [diag(β e^γ) k | diag(β) v] by 16-token blocks, each warp 48 of the 192
+//    right-hand columns (no warp waits for another), −W into the wgmma atoms (stmatrix) and
+//    Ũᵀ for the state warps;
+//  - two stages, one barrier per chunk: the state warps work on chunk j while the prep warps
+//    prepare chunk j + 1; the raw rows of chunk j + 2 (cp.async) go into chunk j's stage as
+//    soon as the state warps' last wgmma of chunk j has read its k/q atoms (barrier 2).
 // Plain features only (bf16 q/k/v, f32 g/β, K = V = 128, grouped heads, state [N][Hv][K][V]
 // of slots 0..N−1, f32 outputs); it checks itself against an FP64 recurrence (and a rerun for
-// identical bits) and times itself. --role chain|prep times one role alone (the other only
-// meets the barriers; the results are then garbage); --phases 1 prints the cycles per chunk
-// of each warp's phases in CTA 0 (clock64).
+// identical bits) and times itself. Options:
+//  --role chain|prep   time one role alone (the other only meets the barriers; the results
+//                      are then garbage); --noload 1 leaves the copies out too;
+//  --phases 1          the cycles per chunk of each warp's phases in CTA 0 (clock64);
+//  --cluster 1         a head's two column halves as a cluster of two CTAs whose step barrier
+//                      is the cluster's (what splitting the prep between them would cost).
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
 // elsewhere. Results on the H200: docs/perf-notes.md v40 and docs/cuda.md (nineteenth run).
@@ -87,13 +91,43 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
 // comment, src/cuda/device_common.cuh); the state warps never reach this one.
 __device__ __forceinline__ void wg1_bar() { asm volatile("barrier.sync 1, 128;\n" ::: "memory"); }
 
+// x (64 x 64, warp w: rows 16 w.., tiles of 8 columns) += A · Bᵀ, both from shared memory
+// (K-major atoms, 128-byte swizzle): wgmma m64n64k16 with A by descriptor.
+__device__ __forceinline__ void wgmma_ss_n64(float (&x)[8][4], uint64_t da, uint64_t db) {
+#if defined(GDN_HAVE_WGMMA)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+        "%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(x[0][0]), "+f"(x[0][1]), "+f"(x[0][2]), "+f"(x[0][3]), "+f"(x[1][0]), "+f"(x[1][1]),
+          "+f"(x[1][2]), "+f"(x[1][3]), "+f"(x[2][0]), "+f"(x[2][1]), "+f"(x[2][2]), "+f"(x[2][3]),
+          "+f"(x[3][0]), "+f"(x[3][1]), "+f"(x[3][2]), "+f"(x[3][3]), "+f"(x[4][0]), "+f"(x[4][1]),
+          "+f"(x[4][2]), "+f"(x[4][3]), "+f"(x[5][0]), "+f"(x[5][1]), "+f"(x[5][2]), "+f"(x[5][3]),
+          "+f"(x[6][0]), "+f"(x[6][1]), "+f"(x[6][2]), "+f"(x[6][3]), "+f"(x[7][0]), "+f"(x[7][1]),
+          "+f"(x[7][2]), "+f"(x[7][3])
+        : "l"(da), "l"(db));
+#endif
+}
+
 // Byte offset of (token t, column x) in atoms of 8 token rows x 64 16-bit
 // columns, 128-byte swizzle, atoms along t contiguous (1024 B), kc stride kcs.
 __device__ __forceinline__ int atom_at(int t, int x, int kcs) {
     return (x >> 6) * kcs + (t >> 3) * 1024 + (t & 7) * 128 + ((((x & 63) >> 3) ^ (t & 7)) << 4) + (x & 7) * 2;
 }
 
-__device__ unsigned long long g_dbg[8][12];
+__device__ unsigned long long g_dbg[8][16];
+
+// The barrier between chunk steps: the CTA's, or with CLUSTER (SKIP & 8) the
+// cluster's (a head's two column halves in one cluster of two CTAs: what a
+// prep split between them would need each chunk).
+template <int SKIP>
+__device__ __forceinline__ void step_barrier() {
+    if constexpr ((SKIP & 8) != 0)
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    else
+        block_barrier();
+}
 
 template <int SKIP>
 __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
@@ -167,9 +201,13 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                     if (tw < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
                 }
             }
-            cp_async_wait_all();
-            wg1_bar();
             return L;
+        };
+        // A chunk's copies landed and visible to wgmma (the async proxy).
+        auto wait_loaded = [&] {
+            cp_async_wait_all();
+            mma::fence_proxy_async_shared();
+            wg1_bar();
         };
         auto prep = [&](int j, int L) {
             unsigned char* st = stage(j);
@@ -193,73 +231,52 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, 0.0f);
                 F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, 0.0f);
             }
-            // k·kᵀ for m-tile mk = wq, q·kᵀ for m-tile mq = 3 − wq (five 16 x 16
-            // blocks of the two lower triangles per warp).
-            const int mk = wq, mq = 3 - wq, mx = mk > mq ? mk : mq;
+            // k·kᵀ and q·kᵀ (64 x 64 each) as 16 wgmma m64n64k16 with both operands
+            // from the atoms; warp wq holds rows 16 wq.. of both.
             float kk[8][4] = {}, qk[8][4] = {};
             {
-                const unsigned char* KA = st + kKA;
-                const unsigned char* QA = st + kWQ + 8 * 1024;
-                const int mi = lane >> 3, r8 = lane & 7;
-                const int ra = r8 + 8 * (mi & 1), xa = 8 * (mi >> 1);  // A: rows t
-                const int tb = r8 + 8 * (mi >> 1), xb = 8 * (mi & 1);  // B: rows i (pair base)
+                const uint32_t ka = smem_addr(st + kKA), qa = smem_addr(st + kWQ + 8 * 1024);
+                auto desc = [](uint32_t at, int s, int kcs) {
+                    return mma::wgmma_desc_sw128(at + (s >> 2) * kcs + (s & 3) * 32, 16, 1024);
+                };
+                mma::fence_operand(kk);
+                mma::fence_operand(qk);
+                mma::wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < 8; ++s) {
-                    uint32_t ak[4], aq[4];
-                    mma::ldmatrix_x4<false>(ak, KA + atom_at(16 * mk + ra, 16 * s + xa, kKAkc));
-                    mma::ldmatrix_x4<false>(aq, QA + atom_at(16 * mq + ra, 16 * s + xa, kWQkc));
-#pragma unroll
-                    for (int nn = 0; nn < 4; ++nn) {
-                        if (nn > mx) break;
-                        uint32_t b[4];
-                        mma::ldmatrix_x4<false>(b, KA + atom_at(16 * nn + tb, 16 * s + xb, kKAkc));
-                        if (nn <= mk) {
-                            mma::mma16<M>(kk[2 * nn], ak, {b[0], b[1]});
-                            mma::mma16<M>(kk[2 * nn + 1], ak, {b[2], b[3]});
-                        }
-                        if (nn <= mq) {
-                            mma::mma16<M>(qk[2 * nn], aq, {b[0], b[1]});
-                            mma::mma16<M>(qk[2 * nn + 1], aq, {b[2], b[3]});
-                        }
-                    }
+                    wgmma_ss_n64(kk, desc(ka, s, kKAkc), desc(ka, s, kKAkc));
+                    wgmma_ss_n64(qk, desc(qa, s, kWQkc), desc(ka, s, kKAkc));
                 }
+                mma::wgmma_commit();
+                mma::wgmma_wait_all();
+                mma::fence_operand(kk);
+                mma::fence_operand(qk);
             }
             mark(2);
             wg1_bar();  // γ, βe^γ, F
             mark(3);
-            // A (strictly lower, f32) and P (lower, 16-bit value and remainder).
+            // A (strictly lower, f32) and P (lower, 16-bit value and remainder) of
+            // rows 16 wq..: one exponential for both.
             {
                 uint32_t* Ph = reinterpret_cast<uint32_t*>(st + kP);
                 uint32_t* Pl = reinterpret_cast<uint32_t*>(st + kPl);
-                float gi[8][2];
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const float2 x = *reinterpret_cast<const float2*>(G + 8 * nt + 2 * tq);
-                    gi[nt][0] = x.x, gi[nt][1] = x.y;
-                }
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
-                    const int t = 16 * mk + g + 8 * hf;
+                    const int t = 16 * wq + g + 8 * hf;
                     const float gt = G[t], bt = Bt[t];
+                    // Every tile, the masked ones too: straight-line code whose
+                    // loads and exponentials overlap (a break per tile made the
+                    // slowest warp's 16 iterations one dependent chain).
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt) {
-                        if (nt > 2 * mk + 1) break;
                         const int i = 8 * nt + 2 * tq;
-                        const float a0 = i < t ? bt * __expf(gt - gi[nt][0]) * kk[nt][2 * hf] : 0.0f;
-                        const float a1 = i + 1 < t ? bt * __expf(gt - gi[nt][1]) * kk[nt][2 * hf + 1] : 0.0f;
-                        *reinterpret_cast<float2*>(As + t * kLDA + i) = make_float2(a0, a1);
-                    }
-                }
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                    const int t = 16 * mq + g + 8 * hf;
-                    const float gt = G[t];
-#pragma unroll
-                    for (int nt = 0; nt < 8; ++nt) {
-                        if (nt > 2 * mq + 1) break;
-                        const int i = 8 * nt + 2 * tq;
-                        const float p0 = i <= t ? a.scale * __expf(gt - gi[nt][0]) * qk[nt][2 * hf] : 0.0f;
-                        const float p1 = i + 1 <= t ? a.scale * __expf(gt - gi[nt][1]) * qk[nt][2 * hf + 1] : 0.0f;
+                        const float2 gi = *reinterpret_cast<const float2*>(G + i);
+                        const float e0 = __expf(gt - gi.x), e1 = __expf(gt - gi.y);
+                        *reinterpret_cast<float2*>(As + t * kLDA + i) =
+                            make_float2(i < t ? bt * e0 * kk[nt][2 * hf] : 0.0f,
+                                        i + 1 < t ? bt * e1 * kk[nt][2 * hf + 1] : 0.0f);
+                        const float p0 = i <= t ? a.scale * e0 * qk[nt][2 * hf] : 0.0f;
+                        const float p1 = i + 1 <= t ? a.scale * e1 * qk[nt][2 * hf + 1] : 0.0f;
                         uint32_t lo;
                         const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
                         Ph[(t * kLDP + i) >> 1] = hi;
@@ -267,6 +284,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                     }
                 }
             }
+            mark(11);
             wg1_bar();
             mark(4);
             // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq; lane c a column.
@@ -275,11 +293,12 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 float Tc[16];
 #pragma unroll
                 for (int r = 0; r < 16; ++r) {
-                    float x = r == cc ? 1.0f : 0.0f;
+                    // Four partial sums: a quarter of the dependent chain.
+                    float x[4] = {r == cc ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
                     const float* Ar = As + (b0 + r) * kLDA + b0;
 #pragma unroll
-                    for (int m = 0; m < r; ++m) x -= Ar[m] * Tc[m];
-                    Tc[r] = x;
+                    for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
+                    Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
                 }
                 if (lane < 16)
 #pragma unroll
@@ -345,6 +364,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                             }
                         }
                     }
+                    mark(12 + (i & 1) * 2);  // 12/14: R and the products of block rows 0, 2 / 1, 3
                     // X_iᵀ = Y_iᵀ T_iiᵀ.
                     {
                         uint32_t bh[2][2], bl[2][2];
@@ -373,6 +393,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                             }
                         }
                     }
+                    mark(13 + (i & 1) * 2);  // 13/15: the T_ii products of block rows 0, 2 / 1, 3
                 }
                 mark(6);
                 // −W (bf16) into the WQ atoms by stmatrix.trans; Ũᵀ (f32) into U.
@@ -407,21 +428,40 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             mma::fence_proxy_async_shared();
             mark(8);
         };
-        auto step = [&](int j) {
-            mark(0);
-            const int L = (SKIP & 4) ? 64 : load(j);
-            mark(1);
-            if (!(SKIP & 1)) prep(j, L);
+        // Chunk j + 2's rows are copied into stage j while the state warps
+        // finish chunk j: they release the stage's k/q atoms (barrier 2) once
+        // their last wgmma has read them; V, g and β they never read.
+        auto chunk_len = [&](int j) {
+            const int64_t cs = bos + int64_t(j) * C;
+            return int(eos - cs < C ? eos - cs : C);
         };
-        step(0);
-        block_barrier();
+        if (!(SKIP & 4)) {
+            load(0);
+            if (nch > 1) {
+                load(1);
+                cp_async_wait_group<1>();  // chunk 0's copies (chunk 1's in flight)
+            } else {
+                cp_async_wait_all();
+            }
+            mma::fence_proxy_async_shared();
+            wg1_bar();
+        }
+        mark(1);
+        if (!(SKIP & 1)) prep(0, chunk_len(0));
+        step_barrier<SKIP>();
         for (int j = 0; j < nch; ++j) {
             if (j + 1 < nch) {
-                wg1_bar();  // As and Td free: every prep warp is past chunk j
-                step(j + 1);
+                mark(0);
+                if (!(SKIP & 4)) wait_loaded();
+                mark(1);
+                if (!(SKIP & 1)) prep(j + 1, chunk_len(j + 1));
+            }
+            if (j + 2 < nch) {
+                asm volatile("barrier.sync 2, 256;\n" ::: "memory");
+                if (!(SKIP & 4)) load(j + 2);
             }
             mark(9);
-            block_barrier();
+            step_barrier<SKIP>();
             mark(10);
         }
         return;
@@ -436,11 +476,12 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[j][e] = st0[sidx(j, e)];
-    block_barrier();
+    step_barrier<SKIP>();
     const int ldn = ((lane >> 4) * 8 + (lane & 7)) * kLDP + ((lane >> 3) & 1) * 8;
     for (int j = 0; j < nch; ++j) {
         if (SKIP & 2) {
-            block_barrier();
+            if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
+            step_barrier<SKIP>();
             continue;
         }
         const unsigned char* st = stage(j);
@@ -503,7 +544,11 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             for (int s = 0; s < 4; ++s)
                 mma::wgmma_n128<M, 1>(S, d2[s], mma::wgmma_desc_sw128(ka_s + 2 * s * 1024, kKAkc, 1024));
             mma::wgmma_commit();
+            mma::wgmma_wait_all();
+            mma::fence_operand(S);
         }
+        // The stage's k/q atoms are read: chunk j + 2's may be copied into them.
+        if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
         // Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ.
         {
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
@@ -541,7 +586,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
         mma::wgmma_wait_all();
         mma::fence_operand(S);
         mark(0);
-        block_barrier();
+        step_barrier<SKIP>();
         mark(1);
     }
 #pragma unroll
@@ -646,13 +691,31 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--noload") && std::atoi(argv[i + 1])) skip |= 4;
         if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]);
     }
-    void (*kern)(probe::Args) = skip == 0 ? probe::fused64_kernel<0> : skip == 1 ? probe::fused64_kernel<1>
-                              : skip == 2 ? probe::fused64_kernel<2> : skip == 4 ? probe::fused64_kernel<4>
-                              : skip == 5 ? probe::fused64_kernel<5> : probe::fused64_kernel<6>;
+    int cluster = 0;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--cluster")) cluster = std::atoi(argv[i + 1]) ? 8 : 0;
+    void (*kern)(probe::Args) = nullptr;
+    switch (skip | cluster) {
+        case 0: kern = probe::fused64_kernel<0>; break;
+        case 1: kern = probe::fused64_kernel<1>; break;
+        case 2: kern = probe::fused64_kernel<2>; break;
+        case 4: kern = probe::fused64_kernel<4>; break;
+        case 5: kern = probe::fused64_kernel<5>; break;
+        case 6: kern = probe::fused64_kernel<6>; break;
+        case 8: kern = probe::fused64_kernel<8>; break;
+        case 9: kern = probe::fused64_kernel<9>; break;
+        default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
+    }
     a.phases = phases;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, probe::kSmem));
     const dim3 grid(2 * Hv, N);
-    auto launch = [&] { kern<<<grid, 256, probe::kSmem>>>(a); };
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = grid, cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = probe::kSmem;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
+    auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, kern, a)); };
     std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, probe::kSmem);
 
     if (check) {
@@ -717,13 +780,20 @@ int main(int argc, char** argv) {
         };
         std::printf("error vs FP64: out %.3e  state %.3e  rerun %s\n", err(out, ro), err(sf, rs),
                     same ? "bit-identical" : "DIFFERS");
+        // Phases (mark(n) ends phase n). State warps 0-3: 0 the chunk's step, 1 the step
+        // barrier. Prep warps 4-7: 0 loop top, 1 waiting for the copies, 2 γ and the k·kᵀ /
+        // q·kᵀ wgmma, 3 their barrier, 11 A and P, 4 their barrier, 5 T's diagonal blocks
+        // (with the barrier), 12 / 14 the solve's block rows 0, 2 / 1, 3 (R and the products
+        // with the earlier blocks), 13 / 15 their T_ii products, 6 (nothing), 7 the stores of
+        // −W and Ũᵀ, 8 the proxy fence, 9 barrier 2 and the next chunk's copies issued, 10
+        // the step barrier.
         if (phases) {
-        unsigned long long dbg[8][12];
+        unsigned long long dbg[8][16];
         CK(cudaMemcpyFromSymbol(dbg, probe::g_dbg, sizeof dbg));
         const int nch = (T + 63) / 64;
         for (int w = 0; w < 8; ++w) {
             std::printf("warp %d cycles/chunk (two runs):", w);
-            for (int p = 0; p < 11; ++p) std::printf(" %llu", dbg[w][p] / (2ull * nch));
+            for (int p = 0; p < 16; ++p) std::printf(" %llu", dbg[w][p] / (2ull * nch));
             std::printf("\n");
         }
         }
