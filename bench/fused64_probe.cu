@@ -21,7 +21,11 @@
 //                      are then garbage); --noload 1 leaves the copies out too;
 //  --phases 1          the cycles per chunk of each warp's phases in CTA 0 (clock64);
 //  --cluster 1         a head's two column halves as a cluster of two CTAs whose step barrier
-//                      is the cluster's (what splitting the prep between them would cost).
+//                      is the cluster's (what splitting the prep between them would cost);
+//  --tchain 1          T on the chain, as FlashInfer's kernel has it: the prep makes T's
+//                      columns (the solve with R = I) and stores T diag(β) as a value and
+//                      remainder; the state warps form Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ)(T diag(β))ᵀ
+//                      with 12 more wgmma (m64n64k16); no −W, no Ũᵀ.
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
 // elsewhere. Results on the H200: docs/perf-notes.md v40 and docs/cuda.md (nineteenth run).
@@ -152,6 +156,11 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     auto stage = [&](int j) { return sm + (j & 1) * kStage; };
+    // TC (SKIP & 16): T on the chain. The k atoms are the WQ region's first half (the
+    // [k | q] operand of the first product and the update's B), T diag(β) as a 16-bit value
+    // and remainder in two 8 KB atom columns where Ũᵀ is otherwise.
+    constexpr bool TC = (SKIP & 16) != 0;
+    constexpr int kK = TC ? kWQ : kKA, kKc = TC ? kWQkc : kKAkc;
     float* const As = reinterpret_cast<float*>(sm + kAs);
     float* const Td = reinterpret_cast<float*>(sm + kTd);
 
@@ -167,7 +176,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 const int id = tw + 128 * i, t = id >> 4, p = id & 15;
                 const bool ok = t < L;
                 const int64_t row = (cs + t) * a.Hk + kh;
-                cp_async16(st + kKA + atom_at(t, 8 * p, kKAkc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
+                cp_async16(st + kK + atom_at(t, 8 * p, kKc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
                 cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
                            ok ? 16 : 0);
             }
@@ -228,14 +237,14 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 G[lane] = x0, G[lane + 32] = x1;
                 BE[lane] = Bt[lane] * __expf(x0), BE[lane + 32] = Bt[lane + 32] * __expf(x1);
                 const float el = __expf(gl);
-                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, 0.0f);
-                F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, 0.0f);
+                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
+                F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
             }
             // k·kᵀ and q·kᵀ (64 x 64 each) as 16 wgmma m64n64k16 with both operands
             // from the atoms; warp wq holds rows 16 wq.. of both.
             float kk[8][4] = {}, qk[8][4] = {};
             {
-                const uint32_t ka = smem_addr(st + kKA), qa = smem_addr(st + kWQ + 8 * 1024);
+                const uint32_t ka = smem_addr(st + kK), qa = smem_addr(st + kWQ + 8 * 1024);
                 auto desc = [](uint32_t at, int s, int kcs) {
                     return mma::wgmma_desc_sw128(at + (s >> 2) * kcs + (s & 3) * 32, 16, 1024);
                 };
@@ -244,8 +253,8 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 mma::wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < 8; ++s) {
-                    wgmma_ss_n64(kk, desc(ka, s, kKAkc), desc(ka, s, kKAkc));
-                    wgmma_ss_n64(qk, desc(qa, s, kWQkc), desc(ka, s, kKAkc));
+                    wgmma_ss_n64(kk, desc(ka, s, kKc), desc(ka, s, kKc));
+                    wgmma_ss_n64(qk, desc(qa, s, kWQkc), desc(ka, s, kKc));
                 }
                 mma::wgmma_commit();
                 mma::wgmma_wait_all();
@@ -306,6 +315,93 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             }
             wg1_bar();
             mark(5);
+            if constexpr (TC) {
+                // T's columns 16 wq.. (Tᵀ's rows, C layout: rows c, columns t) by the solve
+                // with R = I: block rows i >= wq (T is lower triangular); then T diag(β)
+                // as a value and remainder into the two atom columns (rows t, columns c).
+                float X[4][2][4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    if (i < wq) continue;
+                    float Y[2][4];
+#pragma unroll
+                    for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int c = 16 * wq + g + 8 * (e >> 1), t = 16 * i + 8 * n2 + 2 * tq + (e & 1);
+                            Y[n2][e] = c == t ? 1.0f : 0.0f;
+                        }
+#pragma unroll
+                    for (int j = 0; j < i; ++j) {
+                        if (j < wq) continue;
+                        uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const float* ar = As + (16 * i + 8 * n2 + g) * kLDA + 16 * j + 2 * tq;
+                            const float2 x0 = *reinterpret_cast<const float2*>(ar);
+                            const float2 x1 = *reinterpret_cast<const float2*>(ar + 8);
+                            bh[n2][0] = mma::pack_split<M>(-x0.x, -x0.y, &bl[n2][0]);
+                            bh[n2][1] = mma::pack_split<M>(-x1.x, -x1.y, &bl[n2][1]);
+                        }
+                        uint32_t ah[4], al[4];
+                        ah[0] = mma::pack_split<M>(X[j][0][0], X[j][0][1], &al[0]);
+                        ah[1] = mma::pack_split<M>(X[j][0][2], X[j][0][3], &al[1]);
+                        ah[2] = mma::pack_split<M>(X[j][1][0], X[j][1][1], &al[2]);
+                        ah[3] = mma::pack_split<M>(X[j][1][2], X[j][1][3], &al[3]);
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            mma::mma16<M>(Y[n2], al, bh[n2]);
+                            mma::mma16<M>(Y[n2], ah, bl[n2]);
+                            mma::mma16<M>(Y[n2], ah, bh[n2]);
+                        }
+                    }
+                    uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+                    for (int n2 = 0; n2 < 2; ++n2) {
+                        const float* tr = Td + (16 * i + 8 * n2 + g) * kLDT + 2 * tq;
+                        const float2 x0 = *reinterpret_cast<const float2*>(tr);
+                        const float2 x1 = *reinterpret_cast<const float2*>(tr + 8);
+                        bh[n2][0] = mma::pack_split<M>(x0.x, x0.y, &bl[n2][0]);
+                        bh[n2][1] = mma::pack_split<M>(x1.x, x1.y, &bl[n2][1]);
+                    }
+                    uint32_t ah[4], al[4];
+                    ah[0] = mma::pack_split<M>(Y[0][0], Y[0][1], &al[0]);
+                    ah[1] = mma::pack_split<M>(Y[0][2], Y[0][3], &al[1]);
+                    ah[2] = mma::pack_split<M>(Y[1][0], Y[1][1], &al[2]);
+                    ah[3] = mma::pack_split<M>(Y[1][2], Y[1][3], &al[3]);
+#pragma unroll
+                    for (int n2 = 0; n2 < 2; ++n2) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) X[i][n2][e] = 0.0f;
+                        mma::mma16<M>(X[i][n2], al, bh[n2]);
+                        mma::mma16<M>(X[i][n2], ah, bl[n2]);
+                        mma::mma16<M>(X[i][n2], ah, bh[n2]);
+                    }
+                }
+                mark(6);
+                const float b0 = Bt[16 * wq + g], b1 = Bt[16 * wq + g + 8];
+                const int mi = lane >> 3, r8 = lane & 7;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float y[2][4];
+#pragma unroll
+                    for (int n2 = 0; n2 < 2; ++n2) {
+                        y[n2][0] = i < wq ? 0.0f : X[i][n2][0] * b0;
+                        y[n2][1] = i < wq ? 0.0f : X[i][n2][1] * b0;
+                        y[n2][2] = i < wq ? 0.0f : X[i][n2][2] * b1;
+                        y[n2][3] = i < wq ? 0.0f : X[i][n2][3] * b1;
+                    }
+                    uint32_t l[4];
+                    const uint32_t h0 = mma::pack_split<M>(y[0][0], y[0][1], &l[0]);
+                    const uint32_t h1 = mma::pack_split<M>(y[0][2], y[0][3], &l[1]);
+                    const uint32_t h2 = mma::pack_split<M>(y[1][0], y[1][1], &l[2]);
+                    const uint32_t h3 = mma::pack_split<M>(y[1][2], y[1][3], &l[3]);
+                    const int t = 16 * i + 8 * (mi >> 1) + r8, c = 16 * wq + 8 * (mi & 1);
+                    mma::stmatrix_x4_trans(st + kU + atom_at(t, c, 0), h0, h1, h2, h3);
+                    mma::stmatrix_x4_trans(st + kU + 8192 + atom_at(t, c, 0), l[0], l[1], l[2], l[3]);
+                }
+                mark(7);
+            } else {
             // The solve X = (I + A)^{-1} R, R = [diag(β e^γ) k | diag(β) v] (64 x 192),
             // transposed and by 16-token blocks: X_iᵀ = (R_iᵀ − Σ_{j<i} X_jᵀ A_ijᵀ) T_iiᵀ.
             // Warp wq owns columns 48 wq .. 48 wq + 47 of R (three m-tiles); its
@@ -425,6 +521,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 }
                 mark(7);
             }
+            }
             mma::fence_proxy_async_shared();
             mark(8);
         };
@@ -487,7 +584,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
         const unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
-        const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kKA);
+        const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kK);
         const float4* F = reinterpret_cast<const float4*>(st + kF);
         float x[16][4] = {};
         {
@@ -509,6 +606,59 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             mma::wgmma_wait_all();
             mma::fence_operand(x);
         }
+        if constexpr (TC) {
+            // Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ: vᵀ from the v rows (ldmatrix.trans gives
+            // the C layout), A as value and remainder, B = T diag(β)'s two atom columns.
+            float vt[8][4];
+            const int mi = lane >> 3, r8 = lane & 7;
+#pragma unroll
+            for (int s2 = 0; s2 < 4; ++s2) {
+                uint32_t r[4];
+                const int t = 16 * s2 + 8 * (mi >> 1) + r8, c = 16 * warp + 8 * (mi & 1);
+                mma::ldmatrix_x4<true>(r, st + kV + (t * kLDV + c) * 2);
+#pragma unroll
+                for (int h2 = 0; h2 < 2; ++h2) {
+                    mma::unpack2<M>(r[2 * h2], vt[2 * s2 + h2][0], vt[2 * s2 + h2][1]);
+                    mma::unpack2<M>(r[2 * h2 + 1], vt[2 * s2 + h2][2], vt[2 * s2 + h2][3]);
+                }
+            }
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const float f0 = F[8 * jt + 2 * tq].w, f1 = F[8 * jt + 2 * tq + 1].w;
+                vt[jt][0] -= f0 * x[jt][0], vt[jt][1] -= f1 * x[jt][1];
+                vt[jt][2] -= f0 * x[jt][2], vt[jt][3] -= f1 * x[jt][3];
+            }
+            uint32_t ah[4][4], al[4][4];
+#pragma unroll
+            for (int s2 = 0; s2 < 4; ++s2) {
+                ah[s2][0] = mma::pack_split<M>(vt[2 * s2][0], vt[2 * s2][1], &al[s2][0]);
+                ah[s2][1] = mma::pack_split<M>(vt[2 * s2][2], vt[2 * s2][3], &al[s2][1]);
+                ah[s2][2] = mma::pack_split<M>(vt[2 * s2 + 1][0], vt[2 * s2 + 1][1], &al[s2][2]);
+                ah[s2][3] = mma::pack_split<M>(vt[2 * s2 + 1][2], vt[2 * s2 + 1][3], &al[s2][3]);
+            }
+            float (&dlo)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[0][0]);
+            float (&dhi)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[4][0]);
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) x[jt][e] = 0.0f;
+            const uint32_t tb = smem_addr(st + kU);
+            mma::fence_operand(ah);
+            mma::fence_operand(al);
+            mma::fence_operand(dlo);
+            mma::fence_operand(dhi);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s2 = 0; s2 < 4; ++s2) {
+                mma::wgmma_n64<M, 0>(dlo, dhi, al[s2], mma::wgmma_desc_sw128(tb + s2 * 32, 16, 1024));
+                mma::wgmma_n64<M, 0>(dlo, dhi, ah[s2], mma::wgmma_desc_sw128(tb + 8192 + s2 * 32, 16, 1024));
+                mma::wgmma_n64<M, 0>(dlo, dhi, ah[s2], mma::wgmma_desc_sw128(tb + s2 * 32, 16, 1024));
+            }
+            mma::wgmma_commit();
+            mma::wgmma_wait_all();
+            mma::fence_operand(dlo);
+            mma::fence_operand(dhi);
+        } else
         // Dᵀ += Ũᵀ.
         {
             const float* U = reinterpret_cast<const float*>(st + kU) + (16 * warp + g) * kLDU + 2 * tq;
@@ -542,7 +692,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             mma::wgmma_fence();
 #pragma unroll
             for (int s = 0; s < 4; ++s)
-                mma::wgmma_n128<M, 1>(S, d2[s], mma::wgmma_desc_sw128(ka_s + 2 * s * 1024, kKAkc, 1024));
+                mma::wgmma_n128<M, 1>(S, d2[s], mma::wgmma_desc_sw128(ka_s + 2 * s * 1024, kKc, 1024));
             mma::wgmma_commit();
             mma::wgmma_wait_all();
             mma::fence_operand(S);
@@ -694,6 +844,8 @@ int main(int argc, char** argv) {
     int cluster = 0;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!std::strcmp(argv[i], "--cluster")) cluster = std::atoi(argv[i + 1]) ? 8 : 0;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--tchain") && std::atoi(argv[i + 1])) cluster |= 16;
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -704,6 +856,9 @@ int main(int argc, char** argv) {
         case 6: kern = probe::fused64_kernel<6>; break;
         case 8: kern = probe::fused64_kernel<8>; break;
         case 9: kern = probe::fused64_kernel<9>; break;
+        case 16: kern = probe::fused64_kernel<16>; break;
+        case 17: kern = probe::fused64_kernel<17>; break;
+        case 18: kern = probe::fused64_kernel<18>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
@@ -714,7 +869,7 @@ int main(int argc, char** argv) {
     cfg.gridDim = grid, cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = probe::kSmem;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
+    cfg.attrs = attr, cfg.numAttrs = (cluster & 8) ? 1 : 0;
     auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, kern, a)); };
     std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, probe::kSmem);
 
