@@ -62,7 +62,9 @@ struct Args {
     int phases;  // clock64 marks in CTA 0
 };
 
-// Stage layout (bytes from a 1024-aligned stage start).
+// Stage layout (bytes from a 1024-aligned stage start). With T on the chain (SKIP & 16) the
+// WQ atoms 0..7 hold the k tokens instead of −W (KA is unused), and U holds T diag(β) as two
+// atom columns of 8 KB (value, remainder).
 constexpr int kWQ = 0;                    // 2 kc x 16 atoms (0..7: −W tokens, 8..15: q tokens)
 constexpr int kWQkc = 16 * 1024;
 constexpr int kKA = kWQ + 2 * kWQkc;      // 2 kc x 8 atoms: k tokens
@@ -134,6 +136,8 @@ __device__ __forceinline__ void step_barrier() {
         block_barrier();
 }
 
+// SKIP, the variant: 1 no prep (its copies only), 2 no chain (the state warps meet the
+// barriers only), 4 no copies, 8 the step barrier as the cluster's, 16 T on the chain.
 template <int SKIP>
 __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
 #if defined(GDN_HAVE_WGMMA)
