@@ -15,8 +15,9 @@
 //    prepare chunk j + 1; the raw rows of chunk j + 2 (cp.async) go into chunk j's stage as
 //    soon as the state warps' last wgmma of chunk j has read its k/q atoms (barrier 2).
 // Plain features only (bf16 q/k/v, f32 g/β, K = V = 128, grouped heads, state [N][Hv][K][V]
-// of slots 0..N−1, f32 outputs); it checks itself against an FP64 recurrence (and a rerun for
-// identical bits, and prints a hash of the bits to compare two builds by) and times itself.
+// of slots 0..N−1, f32 outputs); it checks itself against the project's FP64 reference
+// (gdn::ref::run, as the tests do), reruns for identical bits, prints a hash of the bits to
+// compare two builds by, and times itself.
 // Options:
 //  --role chain|prep   time one role alone (the other only meets the barriers; the results
 //                      are then garbage); --noload 1 leaves the copies out too;
@@ -34,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,8 +44,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.hpp"
+#include "common/reference.hpp"
+#include "common/validate.hpp"
 #include "cuda/device_common.cuh"
 #include "cuda/mma.cuh"
+#include "gdn/gdn.h"
 
 using namespace gdn::cuda;
 constexpr ScanMode M = ScanMode::kBf16;
@@ -857,37 +863,57 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(sf2.data(), ds, sf.size() * 4, cudaMemcpyDeviceToHost));
         const bool same = !std::memcmp(out.data(), out2.data(), out.size() * 4) &&
                           !std::memcmp(sf.data(), sf2.data(), sf.size() * 4);
-        // FP64 reference, threads over (sequence, head).
+        // The FP64 reference (gdn::ref::run, src/common/reference.hpp), threads over views
+        // of one (sequence, value head) each.
         std::vector<double> ro(out.size()), rs(s0.size());
+        // The views' state (the library's checks want one; ref writes rs).
+        const std::vector<float> state_view(size_t(D) * D);
+        std::atomic<bool> ref_ok{true};
         auto work = [&](int id0, int step) {
-            std::vector<double> S(D * D), kv(D), d(D);
             for (int id = id0; id < N * Hv; id += step) {
-                const int nn = id / Hv, hh = id % Hv, kh = hh / (Hv / Hk);
-                for (int i = 0; i < D * D; ++i) S[i] = s0[(size_t(nn) * Hv + hh) * D * D + i];
-                for (int t = cu[nn]; t < cu[nn + 1]; ++t) {
-                    const float* kt = &k[(int64_t(t) * Hk + kh) * D];
-                    const float* qt = &q[(int64_t(t) * Hk + kh) * D];
-                    const float* vt = &v[(int64_t(t) * Hv + hh) * D];
-                    const double e = std::exp(double(g[int64_t(t) * Hv + hh])), be = b[int64_t(t) * Hv + hh];
-                    for (int c = 0; c < D; ++c) kv[c] = 0;
-                    for (int r = 0; r < D; ++r)
-                        for (int c = 0; c < D; ++c) kv[c] += S[r * D + c] * kt[r];
-                    for (int c = 0; c < D; ++c) d[c] = be * (vt[c] - e * kv[c]);
-                    for (int r = 0; r < D; ++r)
-                        for (int c = 0; c < D; ++c) S[r * D + c] = e * S[r * D + c] + double(kt[r]) * d[c];
-                    for (int c = 0; c < D; ++c) {
-                        double o = 0;
-                        for (int r = 0; r < D; ++r) o += S[r * D + c] * double(qt[r]) * double(scale);
-                        ro[(int64_t(t) * Hv + hh) * D + c] = o;
-                    }
+                const int nn = id / Hv, hh = id % Hv, kh = hh / (Hv / Hk), len = cu[nn + 1] - cu[nn];
+                double* st = rs.data() + (size_t(nn) * Hv + hh) * D * D;
+                for (int i = 0; i < D * D; ++i) st[i] = s0[(size_t(nn) * Hv + hh) * D * D + i];
+                if (len == 0) continue;
+                gdn_problem_t pr;
+                gdn_problem_init(&pr);
+                pr.num_seqs = 1, pr.num_tokens = len, pr.max_seqlen = len;
+                pr.num_k_heads = 1, pr.num_v_heads = 1, pr.head_dim_k = D, pr.head_dim_v = D;
+                pr.input_dtype = GDN_DTYPE_BF16, pr.gate_dtype = GDN_DTYPE_F32, pr.output_dtype = GDN_DTYPE_F32;
+                pr.num_state_slots = 1, pr.scale = scale;
+                const int32_t cu1[2] = {0, len};
+                gdn_tensors_t tn;
+                gdn_tensors_init(&tn);
+                tn.q = qb.data() + (int64_t(cu[nn]) * Hk + kh) * D, tn.q_token_stride = int64_t(Hk) * D;
+                tn.k = kb.data() + (int64_t(cu[nn]) * Hk + kh) * D, tn.k_token_stride = int64_t(Hk) * D;
+                tn.v = vb.data() + (int64_t(cu[nn]) * Hv + hh) * D, tn.v_token_stride = int64_t(Hv) * D;
+                tn.g = g.data() + int64_t(cu[nn]) * Hv + hh, tn.g_token_stride = Hv;
+                tn.beta = b.data() + int64_t(cu[nn]) * Hv + hh, tn.beta_token_stride = Hv;
+                tn.q_head_stride = tn.k_head_stride = tn.v_head_stride = tn.out_head_stride = D;
+                tn.g_head_stride = tn.beta_head_stride = 1;
+                std::vector<float> out_view(size_t(len) * D);  // likewise (ref writes ro)
+                tn.out = out_view.data(), tn.out_token_stride = D;
+                tn.state = const_cast<float*>(state_view.data()), tn.cu_seqlens = cu1;
+                gdn::Shape shape;
+                gdn::Tensors x;
+                if (gdn::read_problem(&pr, &shape) != GDN_SUCCESS || gdn::read_tensors(shape, &tn, &x) != GDN_SUCCESS) {
+                    // The last error is the calling thread's.
+                    std::fprintf(stderr, "the reference's view of the problem was refused: %s\n", gdn::last_error_cstr());
+                    ref_ok = false;
+                    continue;
                 }
-                for (int i = 0; i < D * D; ++i) rs[(size_t(nn) * Hv + hh) * D * D + i] = S[i];
+                std::vector<double> o(size_t(len) * D);
+                gdn::ref::run(shape, x, o.data(), st);
+                for (int t = 0; t < len; ++t)
+                    std::copy(o.begin() + int64_t(t) * D, o.begin() + int64_t(t + 1) * D,
+                              ro.begin() + ((int64_t(cu[nn]) + t) * Hv + hh) * D);
             }
         };
         const int nth = std::max(1u, std::thread::hardware_concurrency());
         std::vector<std::thread> th;
         for (int i = 0; i < nth; ++i) th.emplace_back(work, i, nth);
         for (auto& x : th) x.join();
+        if (!ref_ok) return 1;
         auto err = [](const std::vector<float>& x, const std::vector<double>& r) {
             double md = 0, mr = 0;
             size_t bad = 0;

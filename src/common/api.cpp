@@ -10,10 +10,6 @@
 #include "error.hpp"
 #include "validate.hpp"
 
-namespace gdn {
-const char* last_error_cstr();
-}
-
 using namespace gdn;
 
 namespace {

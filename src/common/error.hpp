@@ -13,6 +13,8 @@ namespace gdn {
 
 void set_last_error(std::string message);
 void clear_last_error();
+// The calling thread's last error (gdn_last_error() returns it).
+const char* last_error_cstr();
 
 template <class... Args>
 gdn_status_t fail(gdn_status_t status, fmt::format_string<Args...> format, Args&&... args) {
