@@ -42,6 +42,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -53,6 +54,19 @@
 
 using namespace gdn::cuda;
 constexpr ScanMode M = ScanMode::kBf16;
+
+#ifndef GDN_PROBE_REG_STATE
+#define GDN_PROBE_REG_STATE 216
+#endif
+#ifndef GDN_PROBE_REG_LOAD
+#define GDN_PROBE_REG_LOAD 24
+#endif
+#ifndef GDN_PROBE_ONEPASS
+#define GDN_PROBE_ONEPASS 1
+#endif
+#ifndef GDN_PROBE_REG_PREP
+#define GDN_PROBE_REG_PREP 136
+#endif
 
 namespace probe {
 
@@ -93,6 +107,22 @@ constexpr int kAs = 2 * kStage;           // A [64][68] f32
 constexpr int kLDT = 20;
 constexpr int kTd = kAs + 64 * kLDA * 4;  // the diagonal blocks of T, [64][20] f32
 constexpr int kSmem = kTd + 64 * kLDT * 4 + 1024;
+// TWO (SKIP & 32, with T on the chain): two prep warpgroups on alternate chunks, three
+// compact stages (T diag(β) and P as one 16-bit term each), mbarriers between the roles.
+constexpr int k3TB = 2 * kWQkc;               // T diag(β) atoms, 8 KB
+constexpr int k3V = k3TB + 8192;               // [64][72] bf16
+constexpr int k3P = k3V + 64 * kLDV * 2;       // P, an atom column (rows t, columns i), 8 KB
+static_assert(k3P % 1024 == 0, "P's atoms are 1024-aligned");
+constexpr int k3F = k3P + 8192;                // float4 [64]
+constexpr int k3G = k3F + 64 * 16;
+constexpr int k3B = k3G + 64 * 4;
+constexpr int k3BE = k3B + 64 * 4;
+constexpr int k3Stage = (k3BE + 64 * 4 + 1023) / 1024 * 1024;
+constexpr int k3Scratch = 64 * kLDA * 4 + 64 * kLDT * 4;  // A and T's diagonal blocks, per prep warpgroup
+constexpr int k3As = 3 * k3Stage;
+constexpr int k3Bar = k3As + 2 * k3Scratch;   // full[3], empty[3], loaded[3]
+constexpr int k3Smem = k3Bar + 128 + 1024;
+static_assert(k3Smem <= 232448, "TWO fits the opt-in shared memory");
 
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
@@ -103,6 +133,27 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
 // thread of the CTA executes the same barrier instruction (block_barrier's
 // comment, src/cuda/device_common.cuh); the state warps never reach this one.
 __device__ __forceinline__ void wg1_bar() { asm volatile("barrier.sync 1, 128;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("barrier.sync %0, 128;\n" ::"r"(id) : "memory"); }
+
+// mbarriers in shared memory (TWO): init, arrive, wait for the phase of the given parity.
+__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(b)) : "memory");
+}
+// A probe's wait traps after 2^26 polls (seconds) instead of hanging the device.
+__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@p bra DONE_%=;\n"
+        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"
+        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),
+        "r"(parity)
+        : "memory");
+}
+
 
 // x (64 x 64, warp w: rows 16 w.., tiles of 8 columns) += A · Bᵀ, both from shared memory
 // (K-major atoms, 128-byte swizzle): wgmma m64n64k16 with A by descriptor.
@@ -129,7 +180,7 @@ __device__ __forceinline__ int atom_at(int t, int x, int kcs) {
     return (x >> 6) * kcs + (t >> 3) * 1024 + (t & 7) * 128 + ((((x & 63) >> 3) ^ (t & 7)) << 4) + (x & 7) * 2;
 }
 
-__device__ unsigned long long g_dbg[8][16];
+__device__ unsigned long long g_dbg[12][16];
 
 // The barrier between chunk steps: the CTA's, or with CLUSTER (SKIP & 8) the
 // cluster's (a head's two column halves in one cluster of two CTAs: what a
@@ -145,7 +196,7 @@ __device__ __forceinline__ void step_barrier() {
 // SKIP, the variant: 1 no prep (its copies only), 2 no chain (the state warps meet the
 // barriers only), 4 no copies, 8 the step barrier as the cluster's, 16 T on the chain.
 template <int SKIP>
-__global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
+__global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(const Args a) {
 #if defined(GDN_HAVE_WGMMA)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const sm =
@@ -166,63 +217,120 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
     const int64_t bos = a.cu[n], eos = a.cu[n + 1];
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
-    auto stage = [&](int j) { return sm + (j & 1) * kStage; };
+    constexpr bool TWO = (SKIP & 32) != 0;
+    static_assert(!TWO || SKIP == 48, "two prep warpgroups: with T on the chain, nothing else");
+    // TWO's compact stage (the names shadow the two-stage layout's).
+    constexpr int kU = TWO ? k3TB : probe::kU;
+    constexpr int kV = TWO ? k3V : probe::kV;
+    constexpr int kP = TWO ? k3P : probe::kP;
+    constexpr int kPl = TWO ? k3P : probe::kPl;  // TWO: P has no remainder (never written or read)
+    constexpr int kF = TWO ? k3F : probe::kF;
+    constexpr int kG = TWO ? k3G : probe::kG;
+    constexpr int kB = TWO ? k3B : probe::kB;
+    constexpr int kBE = TWO ? k3BE : probe::kBE;
+    auto stage = [&](int j) { return TWO ? sm + (j % 3) * k3Stage : sm + (j & 1) * kStage; };
+    uint64_t* const bars = reinterpret_cast<uint64_t*>(sm + k3Bar);  // TWO: full[3], empty[3], loaded[3]
+    if constexpr (TWO) {
+        if (tid == 0)
+            for (int i = 0; i < 9; ++i) mbar_init(bars + i, 128);
+        __syncthreads();
+    }
+    // TWO: the state warpgroup takes the registers the prep warpgroups give back, each
+    // role's first instruction (ptxas allocates a role's registers to the limit that
+    // dominates its code).
+    constexpr int kRegState = GDN_PROBE_REG_STATE, kRegPrep = GDN_PROBE_REG_PREP;
+    constexpr bool kTwoOnePass = GDN_PROBE_ONEPASS;
+    constexpr int kRegLoad = GDN_PROBE_REG_LOAD;
+    // The CTA launches with 128 registers a thread (512 threads): the split must fit the
+    // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 131, at 384 threads
+    // and 224 + 2 x 144). setmaxnreg is a whole warpgroup's: the load warps are four.
+    static_assert(kRegState + 2 * kRegPrep + kRegLoad <= 4 * 128 && kRegState % 8 == 0 &&
+                      kRegPrep % 8 == 0 && kRegLoad % 8 == 0,
+                  "setmaxnreg split");
     // TC (SKIP & 16): T on the chain. The k atoms are the WQ region's first half (the
     // [k | q] operand of the first product and the update's B), T diag(β) as a 16-bit value
     // and remainder in two 8 KB atom columns where Ũᵀ is otherwise.
     constexpr bool TC = (SKIP & 16) != 0;
     constexpr int kK = TC ? kWQ : kKA, kKc = TC ? kWQkc : kKAkc;
-    float* const As = reinterpret_cast<float*>(sm + kAs);
-    float* const Td = reinterpret_cast<float*>(sm + kTd);
 
-    if (warp >= 4) {
-        // ------------------------------------------------------------ prep
-        const int tw = tid - 128, wq = warp - 4;
-        auto load = [&](int j) {
-            unsigned char* st = stage(j);
-            const int64_t cs = bos + int64_t(j) * C;
-            const int L = int(eos - cs < C ? eos - cs : C);
+    // A chunk's raw rows into its stage by cp.async (zero past the sequence's end), from a
+    // warpgroup's 128 threads (lt their index): the prep's, or TWO's load warpgroup.
+    constexpr int NTH = 128;
+    auto load = [&](int j, int lt) {
+        unsigned char* st = stage(j);
+        const int64_t cs = bos + int64_t(j) * C;
+        const int L = int(eos - cs < C ? eos - cs : C);
+#pragma unroll(TWO ? 2 : 1024 / NTH)
+        for (int i = 0; i < 1024 / NTH; ++i) {
+            const int id = lt + NTH * i, t = id >> 4, p = id & 15;
+            const bool ok = t < L;
+            const int64_t row = (cs + t) * a.Hk + kh;
+            cp_async16(st + kK + atom_at(t, 8 * p, kKc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
+            cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
+                       ok ? 16 : 0);
+        }
+#pragma unroll(TWO ? 2 : 512 / NTH)
+        for (int i = 0; i < 512 / NTH; ++i) {
+            const int id = lt + NTH * i, t = id >> 3, p = id & 7;
+            const bool ok = t < L;
+            cp_async16(st + kV + t * kLDV * 2 + 16 * p,
+                       ok ? a.v + ((cs + t) * a.Hv + h) * 128 + c0 + 8 * p : a.v, ok ? 16 : 0);
+        }
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int id = tw + 128 * i, t = id >> 4, p = id & 15;
-                const bool ok = t < L;
-                const int64_t row = (cs + t) * a.Hk + kh;
-                cp_async16(st + kK + atom_at(t, 8 * p, kKc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
-                cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
-                           ok ? 16 : 0);
-            }
+        for (int i = 0; i < 128 / NTH; ++i) {
+            const int id = lt + NTH * i, t = id & 63;
+            const bool ok = t < L;
+            const float* src = id < 64 ? a.g : a.beta;
+            cp_async4(st + (id < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
+        }
+        cp_async_commit();
+        // The chunk after it into L2.
+        const int64_t cn = cs + C;
+        if (cn < eos) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int id = tw + 128 * i, t = id >> 3, p = id & 7;
-                const bool ok = t < L;
-                cp_async16(st + kV + t * kLDV * 2 + 16 * p,
-                           ok ? a.v + ((cs + t) * a.Hv + h) * 128 + c0 + 8 * p : a.v, ok ? 16 : 0);
-            }
-            {
-                const int t = tw & 63;
-                const bool ok = t < L;
-                const float* src = tw < 64 ? a.g : a.beta;
-                cp_async4(st + (tw < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
-            }
-            cp_async_commit();
-            // The chunk after it into L2.
-            const int64_t cn = cs + C;
-            if (cn < eos) {
-                const int t = tw & 63;
+            for (int i = 0; i < 128 / NTH; ++i) {
+                const int id = lt + NTH * i, t = id & 63;
                 if (cn + t < eos) {
                     const int64_t row = (cn + t) * a.Hk + kh;
-                    if (tw < 64) {
-                        prefetch_l2(a.k + row * K);
-                        prefetch_l2(a.k + row * K + 64);
-                    } else {
-                        prefetch_l2(a.q + row * K);
-                        prefetch_l2(a.q + row * K + 64);
-                    }
-                    if (tw < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
+                    const __nv_bfloat16* src = id < 64 ? a.k : a.q;
+                    prefetch_l2(src + row * K);
+                    prefetch_l2(src + row * K + 64);
+                    if (id < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
                 }
             }
-            return L;
-        };
+        }
+        return L;
+    };
+
+    if (TWO && warp >= 12) {
+        // ------------------------------------------------------------ load (TWO)
+        if constexpr (TWO) {
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegLoad) : "memory");
+            // Chunk j into stage j % 3 once chunk j − 3 is read; loaded[s] completes when
+            // every thread's copies have landed (cp.async.mbarrier.arrive.noinc).
+            for (int j = 0; j < nch; ++j) {
+                const int s = j % 3, u = j / 3;
+                mbar_wait(bars + 3 + s, (u & 1) ^ 1);
+                load(j, tid - 384);
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bars + 6 + s))
+                             : "memory");
+            }
+            cp_async_wait_all();
+        }
+        return;
+    }
+    if (warp >= 4) {
+        // ------------------------------------------------------------ prep
+        // (From the launch's 128: .dec may only lower the count, .inc only raise it.)
+        if constexpr (TWO && kRegPrep > 128)
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegPrep) : "memory");
+        else if constexpr (TWO && kRegPrep < 128)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegPrep) : "memory");
+        const int tw = (tid - 128) & 127, wq = (warp - 4) & 3;
+        const int pw = TWO ? (warp - 4) >> 2 : 0;  // TWO: prep warpgroup 0 or 1
+        float* const As = reinterpret_cast<float*>(sm + (TWO ? k3As + pw * k3Scratch : kAs));
+        float* const Td = reinterpret_cast<float*>(sm + (TWO ? k3As + pw * k3Scratch + 64 * kLDA * 4 : kTd));
+        auto wg1_bar = [&] { wg_bar(1 + 2 * pw); };  // barriers 1 and 3
         // A chunk's copies landed and visible to wgmma (the async proxy).
         auto wait_loaded = [&] {
             cp_async_wait_all();
@@ -254,54 +362,68 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             // k·kᵀ and q·kᵀ (64 x 64 each) as 16 wgmma m64n64k16 with both operands
             // from the atoms; warp wq holds rows 16 wq.. of both.
             float kk[8][4] = {}, qk[8][4] = {};
-            {
-                const uint32_t ka = smem_addr(st + kK), qa = smem_addr(st + kWQ + 8 * 1024);
-                auto desc = [](uint32_t at, int s, int kcs) {
-                    return mma::wgmma_desc_sw128(at + (s >> 2) * kcs + (s & 3) * 32, 16, 1024);
+            const uint32_t ka = smem_addr(st + kK), qa = smem_addr(st + kWQ + 8 * 1024);
+            auto product = [&](float(&x)[8][4], uint32_t at, int kcs) {
+                auto desc = [](uint32_t b, int s, int c) {
+                    return mma::wgmma_desc_sw128(b + (s >> 2) * c + (s & 3) * 32, 16, 1024);
                 };
-                mma::fence_operand(kk);
-                mma::fence_operand(qk);
+                mma::fence_operand(x);
                 mma::wgmma_fence();
 #pragma unroll
-                for (int s = 0; s < 8; ++s) {
-                    wgmma_ss_n64(kk, desc(ka, s, kKc), desc(ka, s, kKc));
-                    wgmma_ss_n64(qk, desc(qa, s, kWQkc), desc(ka, s, kKc));
-                }
+                for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(at, s, kcs), desc(ka, s, kKc));
                 mma::wgmma_commit();
                 mma::wgmma_wait_all();
-                mma::fence_operand(kk);
-                mma::fence_operand(qk);
-            }
+                mma::fence_operand(x);
+            };
+            product(kk, ka, kKc);
+            if constexpr (!TWO || kTwoOnePass) product(qk, qa, kWQkc);  // TWO: after A, fewer registers live
             mark(2);
             wg1_bar();  // γ, βe^γ, F
             mark(3);
             // A (strictly lower, f32) and P (lower, 16-bit value and remainder) of
-            // rows 16 wq..: one exponential for both.
+            // rows 16 wq..: one exponential for both (TWO: A, then q·kᵀ and P).
             {
                 uint32_t* Ph = reinterpret_cast<uint32_t*>(st + kP);
                 uint32_t* Pl = reinterpret_cast<uint32_t*>(st + kPl);
+                auto tiles = [&](auto do_a, auto do_p) {
 #pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                    const int t = 16 * wq + g + 8 * hf;
-                    const float gt = G[t], bt = Bt[t];
-                    // Every tile, the masked ones too: straight-line code whose
-                    // loads and exponentials overlap (a break per tile made the
-                    // slowest warp's 16 iterations one dependent chain).
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int t = 16 * wq + g + 8 * hf;
+                        const float gt = G[t], bt = Bt[t];
+                        // Every tile, the masked ones too: straight-line code whose
+                        // loads and exponentials overlap.
 #pragma unroll
-                    for (int nt = 0; nt < 8; ++nt) {
-                        const int i = 8 * nt + 2 * tq;
-                        const float2 gi = *reinterpret_cast<const float2*>(G + i);
-                        const float e0 = __expf(gt - gi.x), e1 = __expf(gt - gi.y);
-                        *reinterpret_cast<float2*>(As + t * kLDA + i) =
-                            make_float2(i < t ? bt * e0 * kk[nt][2 * hf] : 0.0f,
-                                        i + 1 < t ? bt * e1 * kk[nt][2 * hf + 1] : 0.0f);
-                        const float p0 = i <= t ? a.scale * e0 * qk[nt][2 * hf] : 0.0f;
-                        const float p1 = i + 1 <= t ? a.scale * e1 * qk[nt][2 * hf + 1] : 0.0f;
-                        uint32_t lo;
-                        const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
-                        Ph[(t * kLDP + i) >> 1] = hi;
-                        Pl[(t * kLDP + i) >> 1] = lo;
+                        for (int nt = 0; nt < 8; ++nt) {
+                            const int i = 8 * nt + 2 * tq;
+                            const float2 gi = *reinterpret_cast<const float2*>(G + i);
+                            const float e0 = __expf(gt - gi.x), e1 = __expf(gt - gi.y);
+                            if constexpr (decltype(do_a)::value)
+                                *reinterpret_cast<float2*>(As + t * kLDA + i) =
+                                    make_float2(i < t ? bt * e0 * kk[nt][2 * hf] : 0.0f,
+                                                i + 1 < t ? bt * e1 * kk[nt][2 * hf + 1] : 0.0f);
+                            if constexpr (decltype(do_p)::value) {
+                                const float p0 = i <= t ? a.scale * e0 * qk[nt][2 * hf] : 0.0f;
+                                const float p1 = i + 1 <= t ? a.scale * e1 * qk[nt][2 * hf + 1] : 0.0f;
+                                if constexpr (TWO) {
+                                    // One 16-bit term, in an atom column (rows t, columns i):
+                                    // the state warps' output wgmma reads it as B.
+                                    *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+                                } else {
+                                    uint32_t lo;
+                                    const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
+                                    Ph[(t * kLDP + i) >> 1] = hi;
+                                    Pl[(t * kLDP + i) >> 1] = lo;
+                                }
+                            }
+                        }
                     }
+                };
+                if constexpr (TWO && !kTwoOnePass) {
+                    tiles(std::true_type{}, std::false_type{});
+                    product(qk, qa, kWQkc);
+                    tiles(std::false_type{}, std::true_type{});
+                } else {
+                    tiles(std::true_type{}, std::true_type{});
                 }
             }
             mark(11);
@@ -404,7 +526,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                     const uint32_t h3 = mma::pack_split<M>(y[1][2], y[1][3], &l[3]);
                     const int t = 16 * i + 8 * (mi >> 1) + r8, c = 16 * wq + 8 * (mi & 1);
                     mma::stmatrix_x4_trans(st + kU + atom_at(t, c, 0), h0, h1, h2, h3);
-                    mma::stmatrix_x4_trans(st + kU + 8192 + atom_at(t, c, 0), l[0], l[1], l[2], l[3]);
+                    if constexpr (!TWO) mma::stmatrix_x4_trans(st + kU + 8192 + atom_at(t, c, 0), l[0], l[1], l[2], l[3]);
                 }
                 mark(7);
             } else {
@@ -504,10 +626,22 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             const int64_t cs = bos + int64_t(j) * C;
             return int(eos - cs < C ? eos - cs : C);
         };
+        if constexpr (TWO) {
+            // Chunks pw, pw + 2, ...: a chunk's stage was last used by chunk j − 3.
+            for (int j = pw; j < nch; j += 2) {
+                const int s = j % 3, u = j / 3;
+                mbar_wait(bars + 6 + s, u & 1);  // the load warp's copies landed
+                mma::fence_proxy_async_shared();
+                wg1_bar();
+                prep(j, chunk_len(j));
+                mbar_arrive(bars + s);
+            }
+            return;
+        }
         if (!(SKIP & 4)) {
-            load(0);
+            load(0, tw);
             if (nch > 1) {
-                load(1);
+                load(1, tw);
                 cp_async_wait_group<1>();  // chunk 0's copies (chunk 1's in flight)
             } else {
                 cp_async_wait_all();
@@ -527,7 +661,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             }
             if (j + 2 < nch) {
                 asm volatile("barrier.sync 2, 256;\n" ::: "memory");
-                if (!(SKIP & 4)) load(j + 2);
+                if (!(SKIP & 4)) load(j + 2, tw);
             }
             mark(9);
             step_barrier<SKIP>();
@@ -537,6 +671,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
     }
 
     // ---------------------------------------------------------------- chain
+    if constexpr (TWO) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegState) : "memory");
     const int cw = c0 + 16 * warp + g;  // this thread's columns: cw, cw + 8
     float S[16][4];
     float* const st0 = a.state + (int64_t(n) * a.Hv + h) * K * 128;
@@ -545,13 +680,17 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[j][e] = st0[sidx(j, e)];
-    step_barrier<SKIP>();
+    if constexpr (!TWO) step_barrier<SKIP>();
     const int ldn = ((lane >> 4) * 8 + (lane & 7)) * kLDP + ((lane >> 3) & 1) * 8;
     for (int j = 0; j < nch; ++j) {
         if (SKIP & 2) {
             if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
             step_barrier<SKIP>();
             continue;
+        }
+        if constexpr (TWO) {
+            mbar_wait(bars + j % 3, (j / 3) & 1);
+            mma::fence_proxy_async_shared();
         }
         const unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
@@ -623,7 +762,8 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
 #pragma unroll
             for (int s2 = 0; s2 < 4; ++s2) {
                 mma::wgmma_n64<M, 0>(dlo, dhi, al[s2], mma::wgmma_desc_sw128(tb + s2 * 32, 16, 1024));
-                mma::wgmma_n64<M, 0>(dlo, dhi, ah[s2], mma::wgmma_desc_sw128(tb + 8192 + s2 * 32, 16, 1024));
+                if constexpr (!TWO)
+                    mma::wgmma_n64<M, 0>(dlo, dhi, ah[s2], mma::wgmma_desc_sw128(tb + 8192 + s2 * 32, 16, 1024));
                 mma::wgmma_n64<M, 0>(dlo, dhi, ah[s2], mma::wgmma_desc_sw128(tb + s2 * 32, 16, 1024));
             }
             mma::wgmma_commit();
@@ -652,6 +792,52 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                 d2[s][r] = mma::pack2<M>(f0 * x[jt][e], f1 * x[jt][e + 1]);
             }
         }
+        if constexpr (TWO) {
+            // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k and Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ as one batch of
+            // wgmma: D's fragments (value and remainder) are A, P's atom column is B.
+            float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
+            float (&ylo)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[8][0]);
+            float (&yhi)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[12][0]);
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const float f0 = F[8 * jt + 2 * tq].y, f1 = F[8 * jt + 2 * tq + 1].y;
+                y[jt][0] *= f0, y[jt][1] *= f1, y[jt][2] *= f0, y[jt][3] *= f1;
+            }
+            const float decay = F[0].z;
+#pragma unroll
+            for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) S[jj][e] *= decay;
+            const uint32_t pb = smem_addr(st + kP);
+            mma::fence_operand(S);
+            mma::fence_operand(y);
+            mma::fence_operand(d2);
+            mma::fence_operand(da);
+            mma::fence_operand(dl);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                mma::wgmma_n128<M, 1>(S, d2[s], mma::wgmma_desc_sw128(ka_s + 2 * s * 1024, kKc, 1024));
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                mma::wgmma_n64<M, 0>(ylo, yhi, dl[s], mma::wgmma_desc_sw128(pb + s * 32, 16, 1024));
+                mma::wgmma_n64<M, 0>(ylo, yhi, da[s], mma::wgmma_desc_sw128(pb + s * 32, 16, 1024));
+            }
+            mma::wgmma_commit();
+            mma::wgmma_wait_all();
+            mma::fence_operand(S);
+            mma::fence_operand(y);
+            const int64_t ld = int64_t(a.Hv) * 128;
+            float* o = a.out + (cs * a.Hv + h) * 128 + cw;
+#pragma unroll
+            for (int jt = 0; jt < 8; ++jt) {
+                const int t = 8 * jt + 2 * tq;
+                if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
+                if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
+            }
+            mbar_arrive(bars + 3 + j % 3);  // the stage is read: chunk j + 3 may use it
+            continue;
+        }
         // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
         {
             const float decay = F[0].z;
@@ -670,7 +856,7 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
             mma::fence_operand(S);
         }
         // The stage's k/q atoms are read: chunk j + 2's may be copied into them.
-        if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
+        if (!TWO && j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
         // Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ.
         {
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
@@ -688,11 +874,11 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
                     uint32_t rh[4], rl[4];
                     const int at = ldn + 16 * nn * kLDP + 16 * s;
                     mma::ldmatrix_x4<false>(rh, Ph + at);
-                    mma::ldmatrix_x4<false>(rl, Pl + at);
+                    if constexpr (!TWO) mma::ldmatrix_x4<false>(rl, Pl + at);
 #pragma unroll
                     for (int xx = 0; xx < 2; ++xx) {
                         mma::mma16<M>(y[2 * nn + xx], dl[s], {rh[2 * xx], rh[2 * xx + 1]});
-                        mma::mma16<M>(y[2 * nn + xx], da[s], {rl[2 * xx], rl[2 * xx + 1]});
+                        if constexpr (!TWO) mma::mma16<M>(y[2 * nn + xx], da[s], {rl[2 * xx], rl[2 * xx + 1]});
                         mma::mma16<M>(y[2 * nn + xx], da[s], {rh[2 * xx], rh[2 * xx + 1]});
                     }
                 }
@@ -708,7 +894,10 @@ __global__ void __launch_bounds__(256, 1) fused64_kernel(const Args a) {
         mma::wgmma_wait_all();
         mma::fence_operand(S);
         mark(0);
-        step_barrier<SKIP>();
+        if constexpr (TWO)
+            mbar_arrive(bars + 3 + j % 3);  // the stage is read: chunk j + 3 may use it
+        else
+            step_barrier<SKIP>();
         mark(1);
     }
 #pragma unroll
@@ -818,6 +1007,8 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--cluster")) cluster = std::atoi(argv[i + 1]) ? 8 : 0;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!std::strcmp(argv[i], "--tchain") && std::atoi(argv[i + 1])) cluster |= 16;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--two") && std::atoi(argv[i + 1])) cluster |= 48;
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -831,19 +1022,22 @@ int main(int argc, char** argv) {
         case 16: kern = probe::fused64_kernel<16>; break;
         case 17: kern = probe::fused64_kernel<17>; break;
         case 18: kern = probe::fused64_kernel<18>; break;
+        case 48: kern = probe::fused64_kernel<48>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, probe::kSmem));
+    const bool two = (cluster & 32) != 0;
+    const int smem = two ? probe::k3Smem : probe::kSmem;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(2 * Hv, N);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    cfg.gridDim = grid, cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = probe::kSmem;
+    cfg.gridDim = grid, cfg.blockDim = dim3(two ? 512 : 256), cfg.dynamicSmemBytes = smem;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr, cfg.numAttrs = (cluster & 8) ? 1 : 0;
     auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, kern, a)); };
-    std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, probe::kSmem);
+    std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, smem);
 
     if (check) {
         CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
@@ -941,10 +1135,10 @@ int main(int argc, char** argv) {
         // −W and Ũᵀ, 8 the proxy fence, 9 barrier 2 and the next chunk's copies issued, 10
         // the step barrier.
         if (phases) {
-        unsigned long long dbg[8][16];
+        unsigned long long dbg[12][16];
         CK(cudaMemcpyFromSymbol(dbg, probe::g_dbg, sizeof dbg));
         const int nch = (T + 63) / 64;
-        for (int w = 0; w < 8; ++w) {
+        for (int w = 0; w < (two ? 12 : 8); ++w) {
             std::printf("warp %d cycles/chunk (two runs):", w);
             for (int p = 0; p < 16; ++p) std::printf(" %llu", dbg[w][p] / (2ull * nch));
             std::printf("\n");
