@@ -28,9 +28,21 @@
 //                      columns (the solve with R = I) and stores T diag(β) as a value and
 //                      remainder; the state warps form Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ)(T diag(β))ᵀ
 //                      with 12 more wgmma (m64n64k16); no −W, no Ũᵀ.
+//  --two 1             T on the chain with two preps in flight (512 threads): the state
+//                      warpgroup (setmaxnreg 216), two prep warpgroups on alternate chunks
+//                      (136 each) and a load warpgroup (24) that copies chunk j into stage
+//                      j % 3 once chunk j − 3 is read; three compact stages (T diag(β) and P
+//                      one 16-bit term each, P as an atom column), mbarriers full / empty /
+//                      loaded per stage; the state update and the output product are one
+//                      batch of wgmma (D's fragments as A, P's atoms as B);
+//  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
+//                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
+//                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
+//                      per chunk).
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
-// elsewhere. Results on the H200: docs/perf-notes.md v40 and docs/cuda.md (nineteenth run).
+// elsewhere. Results on the H200: docs/perf-notes.md v40-v41 and docs/cuda.md (nineteenth
+// and twentieth runs).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -109,14 +121,16 @@ constexpr int kTd = kAs + 64 * kLDA * 4;  // the diagonal blocks of T, [64][20] 
 constexpr int kSmem = kTd + 64 * kLDT * 4 + 1024;
 // TWO (SKIP & 32, with T on the chain): two prep warpgroups on alternate chunks, three
 // compact stages (T diag(β) and P as one 16-bit term each), mbarriers between the roles.
-constexpr int k3TB = 2 * kWQkc;               // T diag(β) atoms, 8 KB
-constexpr int k3V = k3TB + 8192;               // [64][72] bf16
-constexpr int k3P = k3V + 64 * kLDV * 2;       // P, an atom column (rows t, columns i), 8 KB
-static_assert(k3P % 1024 == 0, "P's atoms are 1024-aligned");
+constexpr int k3V = 2 * kWQkc;                 // [64][72] bf16
+constexpr int k3TB = k3V + 64 * kLDV * 2;      // T diag(β) atoms, 8 KB
+constexpr int k3P = k3TB + 8192;               // P, an atom column (rows t, columns i), 8 KB
+static_assert(k3TB % 1024 == 0 && k3P % 1024 == 0, "T diag(β)'s and P's atoms are 1024-aligned");
 constexpr int k3F = k3P + 8192;                // float4 [64]
 constexpr int k3G = k3F + 64 * 16;
 constexpr int k3B = k3G + 64 * 4;
 constexpr int k3BE = k3B + 64 * 4;
+// PAIR: what the chain reads of a prep's work (T diag(β), P, the factors), one block.
+constexpr int k3Out = k3TB, k3OutBytes = k3F + 64 * 16 - k3TB;
 constexpr int k3Stage = (k3BE + 64 * 4 + 1023) / 1024 * 1024;
 constexpr int k3Scratch = 64 * kLDA * 4 + 64 * kLDT * 4;  // A and T's diagonal blocks, per prep warpgroup
 constexpr int k3As = 3 * k3Stage;
@@ -142,16 +156,53 @@ __device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
 __device__ __forceinline__ void mbar_arrive(uint64_t* b) {
     asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(b)) : "memory");
 }
-// A probe's wait traps after 2^26 polls (seconds) instead of hanging the device.
-__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+// PAIR: a head's two column halves as a cluster of two CTAs. This CTA's shared address
+// as the peer's (mapa), a remote arrive (release at cluster scope), `count` remote arrivals
+// that also expect `bytes` of a bulk copy, and the bulk copy from this CTA's shared memory
+// into the peer's, which completes them on the peer's mbarrier.
+__device__ __forceinline__ uint32_t peer_addr(uint32_t a, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t b) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(b) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx_peer(uint32_t b, uint32_t bytes, uint32_t count) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@p bra DONE_%=;\n"
-        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"
-        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),
-        "r"(parity)
+        "mbarrier.expect_tx.relaxed.cluster.shared::cluster.b64 [%0], %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %2;\n" ::"r"(b),
+        "r"(bytes), "r"(count)
         : "memory");
+}
+__device__ __forceinline__ void bulk_to_peer(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+        "cp.async.bulk.commit_group;\n" ::"r"(dst),
+        "r"(src), "r"(bytes), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// A probe's wait traps after 2^26 polls (seconds) instead of hanging the device.
+template <bool CLUSTER = false>
+__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+#define GDN_PROBE_WAIT(SEM)                                                          \
+    asm volatile(                                                                    \
+        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"                  \
+        "mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n"             \
+        "@p bra DONE_%=;\n"                                                          \
+        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"   \
+        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),                                         \
+        "r"(parity)                                                                  \
+        : "memory")
+    if constexpr (CLUSTER)
+        GDN_PROBE_WAIT(".acquire.cluster");
+    else
+        GDN_PROBE_WAIT("");
+#undef GDN_PROBE_WAIT
 }
 
 
@@ -194,7 +245,8 @@ __device__ __forceinline__ void step_barrier() {
 }
 
 // SKIP, the variant: 1 no prep (its copies only), 2 no chain (the state warps meet the
-// barriers only), 4 no copies, 8 the step barrier as the cluster's, 16 T on the chain.
+// barriers only), 4 no copies, 8 the step barrier as the cluster's, 16 T on the chain,
+// 32 (with 16) two prep warpgroups and a load warpgroup, 64 (with 48) the cluster pair.
 template <int SKIP>
 __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(const Args a) {
 #if defined(GDN_HAVE_WGMMA)
@@ -218,7 +270,13 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || SKIP == 48, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || SKIP == 48 || SKIP == 112, "two prep warpgroups: with T on the chain, nothing else");
+    // PAIR (SKIP & 64, with TWO): a head's two column halves as a cluster of two CTAs that
+    // take alternate chunks' preps (CTA r the chunks j = r mod 2, its prep warpgroup pw
+    // those with (j >> 1) & 1 = pw) and copy T diag(β), P and the factors into the peer's
+    // stage too; a stage is free once both CTAs' state warps have read it.
+    constexpr bool PAIR = (SKIP & 64) != 0;
+    const uint32_t rank = blockIdx.x & 1, peer = rank ^ 1;
     // TWO's compact stage (the names shadow the two-stage layout's).
     constexpr int kU = TWO ? k3TB : probe::kU;
     constexpr int kV = TWO ? k3V : probe::kV;
@@ -231,9 +289,17 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     auto stage = [&](int j) { return TWO ? sm + (j % 3) * k3Stage : sm + (j & 1) * kStage; };
     uint64_t* const bars = reinterpret_cast<uint64_t*>(sm + k3Bar);  // TWO: full[3], empty[3], loaded[3]
     if constexpr (TWO) {
+        // full[s]: the producing warpgroup's threads (PAIR: from the peer as one arrive of
+        // count 128, with the bulk copy's bytes); empty[s]: the state threads (PAIR: and a
+        // lane of each of the peer's state warps); loaded[s]: the load warpgroup's threads.
         if (tid == 0)
-            for (int i = 0; i < 9; ++i) mbar_init(bars + i, 128);
-        __syncthreads();
+            for (int i = 0; i < 9; ++i) mbar_init(bars + i, i < 3 ? 128 : i < 6 ? (PAIR ? 128 + 4 : 128) : 128);
+        if constexpr (PAIR) {
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            cluster_sync_all();
+        } else {
+            __syncthreads();
+        }
     }
     // TWO: the state warpgroup takes the registers the prep warpgroups give back, each
     // role's first instruction (ptxas allocates a role's registers to the limit that
@@ -310,7 +376,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             // every thread's copies have landed (cp.async.mbarrier.arrive.noinc).
             for (int j = 0; j < nch; ++j) {
                 const int s = j % 3, u = j / 3;
-                mbar_wait(bars + 3 + s, (u & 1) ^ 1);
+                mbar_wait<PAIR>(bars + 3 + s, (u & 1) ^ 1);
                 load(j, tid - 384);
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bars + 6 + s))
                              : "memory");
@@ -628,14 +694,32 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         };
         if constexpr (TWO) {
             // Chunks pw, pw + 2, ...: a chunk's stage was last used by chunk j − 3.
-            for (int j = pw; j < nch; j += 2) {
+            for (int j = PAIR ? int(rank) + 2 * pw : pw; j < nch; j += PAIR ? 4 : 2) {
                 const int s = j % 3, u = j / 3;
+                // PAIR: this warpgroup's last chunk was j − 4, so the stage's previous load
+                // (chunk j − 3, the peer's to prepare) may not have landed yet; a parity wait
+                // tells only adjacent phases apart, so that one is waited for first.
+                if (PAIR && u > 0) mbar_wait(bars + 6 + s, (u - 1) & 1);
                 mbar_wait(bars + 6 + s, u & 1);  // the load warp's copies landed
                 mma::fence_proxy_async_shared();
                 wg1_bar();
                 prep(j, chunk_len(j));
-                mbar_arrive(bars + s);
+                if constexpr (PAIR) {
+                    mbar_arrive(bars + s);
+                    wg1_bar();  // every thread's stores (fenced for the async proxy) are done
+                    if (tw == 0) {
+                        // The peer's full[s] takes the 128 arrivals at once, and the bytes.
+                        const uint32_t pb = peer_addr(smem_addr(bars + s), peer);
+                        const uint32_t src = smem_addr(stage(j) + k3Out);
+                        mbar_arrive_tx_peer(pb, k3OutBytes, 128);
+                        bulk_to_peer(peer_addr(src, peer), src, k3OutBytes, pb);
+                    }
+                } else {
+                    mbar_arrive(bars + s);
+                }
             }
+            // PAIR: the bulk copies have read this CTA's shared memory before it may exit.
+            if (PAIR && tw == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             return;
         }
         if (!(SKIP & 4)) {
@@ -689,7 +773,10 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             continue;
         }
         if constexpr (TWO) {
-            mbar_wait(bars + j % 3, (j / 3) & 1);
+            mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);
+            // PAIR: the peer may have prepared the chunk, which says nothing of this CTA's
+            // own copies of its k, q and v rows.
+            if constexpr (PAIR) mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
             mma::fence_proxy_async_shared();
         }
         const unsigned char* st = stage(j);
@@ -835,10 +922,19 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
                 if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
             }
-            mbar_arrive(bars + 3 + j % 3);  // the stage is read: chunk j + 3 may use it
+            // The stage is read: chunk j + 3 may use it (PAIR: both CTAs' stages).
+            if constexpr (PAIR) {
+                if (j + 3 < nch) {
+                    mbar_arrive(bars + 3 + j % 3);
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive_peer(peer_addr(smem_addr(bars + 3 + j % 3), peer));
+                }
+            } else {
+                mbar_arrive(bars + 3 + j % 3);
+            }
             continue;
         }
-        // Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
+        // (TWO has gone on to the next chunk above.) Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
         {
             const float decay = F[0].z;
 #pragma unroll
@@ -856,7 +952,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::fence_operand(S);
         }
         // The stage's k/q atoms are read: chunk j + 2's may be copied into them.
-        if (!TWO && j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
+        if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
         // Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ.
         {
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
@@ -874,11 +970,11 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     uint32_t rh[4], rl[4];
                     const int at = ldn + 16 * nn * kLDP + 16 * s;
                     mma::ldmatrix_x4<false>(rh, Ph + at);
-                    if constexpr (!TWO) mma::ldmatrix_x4<false>(rl, Pl + at);
+                    mma::ldmatrix_x4<false>(rl, Pl + at);
 #pragma unroll
                     for (int xx = 0; xx < 2; ++xx) {
                         mma::mma16<M>(y[2 * nn + xx], dl[s], {rh[2 * xx], rh[2 * xx + 1]});
-                        if constexpr (!TWO) mma::mma16<M>(y[2 * nn + xx], da[s], {rl[2 * xx], rl[2 * xx + 1]});
+                        mma::mma16<M>(y[2 * nn + xx], da[s], {rl[2 * xx], rl[2 * xx + 1]});
                         mma::mma16<M>(y[2 * nn + xx], da[s], {rh[2 * xx], rh[2 * xx + 1]});
                     }
                 }
@@ -894,10 +990,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         mma::wgmma_wait_all();
         mma::fence_operand(S);
         mark(0);
-        if constexpr (TWO)
-            mbar_arrive(bars + 3 + j % 3);  // the stage is read: chunk j + 3 may use it
-        else
-            step_barrier<SKIP>();
+        step_barrier<SKIP>();
         mark(1);
     }
 #pragma unroll
@@ -1009,6 +1102,8 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--tchain") && std::atoi(argv[i + 1])) cluster |= 16;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!std::strcmp(argv[i], "--two") && std::atoi(argv[i + 1])) cluster |= 48;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--pair") && std::atoi(argv[i + 1])) cluster |= 112;
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1023,6 +1118,7 @@ int main(int argc, char** argv) {
         case 17: kern = probe::fused64_kernel<17>; break;
         case 18: kern = probe::fused64_kernel<18>; break;
         case 48: kern = probe::fused64_kernel<48>; break;
+        case 112: kern = probe::fused64_kernel<112>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
@@ -1035,7 +1131,7 @@ int main(int argc, char** argv) {
     cfg.gridDim = grid, cfg.blockDim = dim3(two ? 512 : 256), cfg.dynamicSmemBytes = smem;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = (cluster & 8) ? 1 : 0;
+    cfg.attrs = attr, cfg.numAttrs = (cluster & (8 | 64)) ? 1 : 0;
     auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, kern, a)); };
     std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, smem);
 
