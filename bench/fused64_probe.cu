@@ -308,7 +308,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     constexpr bool kTwoOnePass = GDN_PROBE_ONEPASS;
     constexpr int kRegLoad = GDN_PROBE_REG_LOAD;
     // The CTA launches with 128 registers a thread (512 threads): the split must fit the
-    // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 131, at 384 threads
+    // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 130, at 384 threads
     // and 224 + 2 x 144). setmaxnreg is a whole warpgroup's: the load warps are four.
     static_assert(kRegState + 2 * kRegPrep + kRegLoad <= 4 * 128 && kRegState % 8 == 0 &&
                       kRegPrep % 8 == 0 && kRegLoad % 8 == 0,
