@@ -766,6 +766,32 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         for (int e = 0; e < 4; ++e) S[j][e] = st0[sidx(j, e)];
     if constexpr (!TWO) step_barrier<SKIP>();
     const int ldn = ((lane >> 4) * 8 + (lane & 7)) * kLDP + ((lane >> 3) & 1) * 8;
+    // Both output forms': Yqᵀ's token columns times e^γ scale, Sᵀ times e^{γ_last}, and a
+    // chunk's output rows (tokens < L).
+    auto scale_yq = [&](float(&y)[8][4], const float4* F) {
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt) {
+            const float f0 = F[8 * jt + 2 * tq].y, f1 = F[8 * jt + 2 * tq + 1].y;
+            y[jt][0] *= f0, y[jt][1] *= f1, y[jt][2] *= f0, y[jt][3] *= f1;
+        }
+    };
+    auto decay_state = [&](const float4* F) {
+        const float decay = F[0].z;
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) S[jj][e] *= decay;
+    };
+    auto store_out = [&](const float(&y)[8][4], int64_t cs, int L) {
+        const int64_t ld = int64_t(a.Hv) * 128;
+        float* o = a.out + (cs * a.Hv + h) * 128 + cw;
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt) {
+            const int t = 8 * jt + 2 * tq;
+            if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
+            if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
+        }
+    };
     for (int j = 0; j < nch; ++j) {
         if (SKIP & 2) {
             if (j + 2 < nch) asm volatile("barrier.arrive 2, 256;\n" ::: "memory");
@@ -885,16 +911,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
             float (&ylo)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[8][0]);
             float (&yhi)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[12][0]);
-#pragma unroll
-            for (int jt = 0; jt < 8; ++jt) {
-                const float f0 = F[8 * jt + 2 * tq].y, f1 = F[8 * jt + 2 * tq + 1].y;
-                y[jt][0] *= f0, y[jt][1] *= f1, y[jt][2] *= f0, y[jt][3] *= f1;
-            }
-            const float decay = F[0].z;
-#pragma unroll
-            for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) S[jj][e] *= decay;
+            scale_yq(y, F);
+            decay_state(F);
             const uint32_t pb = smem_addr(st + kP);
             mma::fence_operand(S);
             mma::fence_operand(y);
@@ -914,14 +932,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::wgmma_wait_all();
             mma::fence_operand(S);
             mma::fence_operand(y);
-            const int64_t ld = int64_t(a.Hv) * 128;
-            float* o = a.out + (cs * a.Hv + h) * 128 + cw;
-#pragma unroll
-            for (int jt = 0; jt < 8; ++jt) {
-                const int t = 8 * jt + 2 * tq;
-                if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
-                if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
-            }
+            store_out(y, cs, L);
             // The stage is read: chunk j + 3 may use it (PAIR: both CTAs' stages).
             if constexpr (PAIR) {
                 if (j + 3 < nch) {
@@ -936,11 +947,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         }
         // (TWO has gone on to the next chunk above.) Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
         {
-            const float decay = F[0].z;
-#pragma unroll
-            for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) S[jj][e] *= decay;
+            decay_state(F);
             mma::fence_operand(S);
             mma::fence_operand(d2);
             mma::wgmma_fence();
@@ -956,11 +963,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         // Oᵀ = e^γ scale Yqᵀ + Dᵀ Pᵀ.
         {
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
-#pragma unroll
-            for (int jt = 0; jt < 8; ++jt) {
-                const float f0 = F[8 * jt + 2 * tq].y, f1 = F[8 * jt + 2 * tq + 1].y;
-                y[jt][0] *= f0, y[jt][1] *= f1, y[jt][2] *= f0, y[jt][3] *= f1;
-            }
+            scale_yq(y, F);
             const uint16_t* Ph = reinterpret_cast<const uint16_t*>(st + kP);
             const uint16_t* Pl = reinterpret_cast<const uint16_t*>(st + kPl);
 #pragma unroll
@@ -978,14 +981,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                         mma::mma16<M>(y[2 * nn + xx], da[s], {rh[2 * xx], rh[2 * xx + 1]});
                     }
                 }
-            const int64_t ld = int64_t(a.Hv) * 128;
-            float* o = a.out + (cs * a.Hv + h) * 128 + cw;
-#pragma unroll
-            for (int jt = 0; jt < 8; ++jt) {
-                const int t = 8 * jt + 2 * tq;
-                if (t < L) o[t * ld] = y[jt][0], o[t * ld + 8] = y[jt][2];
-                if (t + 1 < L) o[(t + 1) * ld] = y[jt][1], o[(t + 1) * ld + 8] = y[jt][3];
-            }
+            store_out(y, cs, L);
         }
         mma::wgmma_wait_all();
         mma::fence_operand(S);
