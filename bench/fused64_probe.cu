@@ -54,7 +54,6 @@
 #include <cstring>
 #include <random>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -72,9 +71,6 @@ constexpr ScanMode M = ScanMode::kBf16;
 #endif
 #ifndef GDN_PROBE_REG_LOAD
 #define GDN_PROBE_REG_LOAD 24
-#endif
-#ifndef GDN_PROBE_ONEPASS
-#define GDN_PROBE_ONEPASS 1
 #endif
 #ifndef GDN_PROBE_REG_PREP
 #define GDN_PROBE_REG_PREP 136
@@ -305,7 +301,6 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     // role's first instruction (ptxas allocates a role's registers to the limit that
     // dominates its code).
     constexpr int kRegState = GDN_PROBE_REG_STATE, kRegPrep = GDN_PROBE_REG_PREP;
-    constexpr bool kTwoOnePass = GDN_PROBE_ONEPASS;
     constexpr int kRegLoad = GDN_PROBE_REG_LOAD;
     // The CTA launches with 128 registers a thread (512 threads): the split must fit the
     // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 130, at 384 threads
@@ -442,54 +437,42 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mma::fence_operand(x);
             };
             product(kk, ka, kKc);
-            if constexpr (!TWO || kTwoOnePass) product(qk, qa, kWQkc);  // TWO: after A, fewer registers live
+            product(qk, qa, kWQkc);
             mark(2);
             wg1_bar();  // γ, βe^γ, F
             mark(3);
             // A (strictly lower, f32) and P (lower, 16-bit value and remainder) of
-            // rows 16 wq..: one exponential for both (TWO: A, then q·kᵀ and P).
+            // rows 16 wq..: one exponential for both (TWO: P as one term, in an atom column).
             {
                 uint32_t* Ph = reinterpret_cast<uint32_t*>(st + kP);
                 uint32_t* Pl = reinterpret_cast<uint32_t*>(st + kPl);
-                auto tiles = [&](auto do_a, auto do_p) {
 #pragma unroll
-                    for (int hf = 0; hf < 2; ++hf) {
-                        const int t = 16 * wq + g + 8 * hf;
-                        const float gt = G[t], bt = Bt[t];
-                        // Every tile, the masked ones too: straight-line code whose
-                        // loads and exponentials overlap.
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int t = 16 * wq + g + 8 * hf;
+                    const float gt = G[t], bt = Bt[t];
+                    // Every tile, the masked ones too: straight-line code whose
+                    // loads and exponentials overlap.
 #pragma unroll
-                        for (int nt = 0; nt < 8; ++nt) {
-                            const int i = 8 * nt + 2 * tq;
-                            const float2 gi = *reinterpret_cast<const float2*>(G + i);
-                            const float e0 = __expf(gt - gi.x), e1 = __expf(gt - gi.y);
-                            if constexpr (decltype(do_a)::value)
-                                *reinterpret_cast<float2*>(As + t * kLDA + i) =
-                                    make_float2(i < t ? bt * e0 * kk[nt][2 * hf] : 0.0f,
-                                                i + 1 < t ? bt * e1 * kk[nt][2 * hf + 1] : 0.0f);
-                            if constexpr (decltype(do_p)::value) {
-                                const float p0 = i <= t ? a.scale * e0 * qk[nt][2 * hf] : 0.0f;
-                                const float p1 = i + 1 <= t ? a.scale * e1 * qk[nt][2 * hf + 1] : 0.0f;
-                                if constexpr (TWO) {
-                                    // One 16-bit term, in an atom column (rows t, columns i):
-                                    // the state warps' output wgmma reads it as B.
-                                    *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
-                                } else {
-                                    uint32_t lo;
-                                    const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
-                                    Ph[(t * kLDP + i) >> 1] = hi;
-                                    Pl[(t * kLDP + i) >> 1] = lo;
-                                }
-                            }
+                    for (int nt = 0; nt < 8; ++nt) {
+                        const int i = 8 * nt + 2 * tq;
+                        const float2 gi = *reinterpret_cast<const float2*>(G + i);
+                        const float e0 = __expf(gt - gi.x), e1 = __expf(gt - gi.y);
+                        *reinterpret_cast<float2*>(As + t * kLDA + i) =
+                            make_float2(i < t ? bt * e0 * kk[nt][2 * hf] : 0.0f,
+                                        i + 1 < t ? bt * e1 * kk[nt][2 * hf + 1] : 0.0f);
+                        const float p0 = i <= t ? a.scale * e0 * qk[nt][2 * hf] : 0.0f;
+                        const float p1 = i + 1 <= t ? a.scale * e1 * qk[nt][2 * hf + 1] : 0.0f;
+                        if constexpr (TWO) {
+                            // One 16-bit term, in an atom column (rows t, columns i): the
+                            // state warps' output wgmma reads it as B.
+                            *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+                        } else {
+                            uint32_t lo;
+                            const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
+                            Ph[(t * kLDP + i) >> 1] = hi;
+                            Pl[(t * kLDP + i) >> 1] = lo;
                         }
                     }
-                };
-                if constexpr (TWO && !kTwoOnePass) {
-                    tiles(std::true_type{}, std::false_type{});
-                    product(qk, qa, kWQkc);
-                    tiles(std::false_type{}, std::true_type{});
-                } else {
-                    tiles(std::true_type{}, std::true_type{});
                 }
             }
             mark(11);
@@ -1016,15 +999,16 @@ static float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
     } while (0)
 
 int main(int argc, char** argv) {
-    int Hk = 16, Hv = 48, N = 1, T = 4096, reps = 20, check = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--hk")) Hk = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--hv")) Hv = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--n")) N = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--t")) T = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--check")) check = std::atoi(argv[i + 1]);
-    }
+    // Options come as "--name value" pairs; the last of a name counts.
+    auto opt = [&](const char* name) -> const char* {
+        const char* v = nullptr;
+        for (int i = 1; i + 1 < argc; i += 2)
+            if (!std::strcmp(argv[i], name)) v = argv[i + 1];
+        return v;
+    };
+    auto iopt = [&](const char* name, int def) { const char* v = opt(name); return v ? std::atoi(v) : def; };
+    const int Hk = iopt("--hk", 16), Hv = iopt("--hv", 48), N = iopt("--n", 1), T = iopt("--t", 4096);
+    const int reps = iopt("--reps", 20), check = iopt("--check", 1);
     {
         int dev = 0;
         cudaDeviceProp prop;
@@ -1084,22 +1068,12 @@ int main(int argc, char** argv) {
 
     probe::Args a{dq, dk, dv, dg, db, ds, dout, dcu, N, Hk, Hv, scale, 0};
     // --role: all (0), chain (1: no prep), prep (2: no chain); --noload 1 adds 4 (no loads).
-    int skip = 0, phases = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--role"))
-            skip |= !std::strcmp(argv[i + 1], "chain") ? 1 : !std::strcmp(argv[i + 1], "prep") ? 2 : 0;
-        if (!std::strcmp(argv[i], "--noload") && std::atoi(argv[i + 1])) skip |= 4;
-        if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]);
-    }
-    int cluster = 0;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--cluster")) cluster = std::atoi(argv[i + 1]) ? 8 : 0;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--tchain") && std::atoi(argv[i + 1])) cluster |= 16;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--two") && std::atoi(argv[i + 1])) cluster |= 48;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--pair") && std::atoi(argv[i + 1])) cluster |= 112;
+    const char* role = opt("--role");
+    const int skip = (role && !std::strcmp(role, "chain") ? 1 : role && !std::strcmp(role, "prep") ? 2 : 0) |
+                     (iopt("--noload", 0) ? 4 : 0);
+    const int phases = iopt("--phases", 0);
+    const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
+                        (iopt("--pair", 0) ? 112 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
