@@ -35,6 +35,9 @@
 //                      one 16-bit term each, P as an atom column), mbarriers full / empty /
 //                      loaded per stage; the state update and the output product are one
 //                      batch of wgmma (D's fragments as A, P's atoms as B);
+//  --trace 1           (with --two or --pair) each chunk's event times in CTAs 0 and 1 and the
+//                      mean time of each step on the path load -> prep -> chain;
+//  --tma 1             (with --two or --pair) k, q and v copied by TMA (one thread, five boxes);
 //  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
 //                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
 //                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
@@ -43,8 +46,10 @@
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
 // elsewhere. Results on the H200: docs/perf-notes.md v40-v41 and docs/cuda.md (nineteenth
 // and twentieth runs).
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +58,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -80,6 +86,9 @@ namespace probe {
 
 constexpr int C = 64, K = 128, NC = 64;
 struct Args {
+    // TMA (SKIP & 128): k and q as [tokens][Hk][128], v as [tokens][Hv][128] (bf16), boxes of
+    // 64 values x 1 head x 64 tokens with the 128-byte swizzle of the atoms.
+    CUtensorMap tk, tq, tv;
     const __nv_bfloat16 *q, *k, *v;
     const float *g, *beta;
     float* state;
@@ -88,6 +97,7 @@ struct Args {
     int N, Hk, Hv;
     float scale;
     int phases;  // clock64 marks in CTA 0
+    int trace;   // TWO: per-chunk event times in CTAs 0 and 1 of sequence 0 (clock64)
 };
 
 // Stage layout (bytes from a 1024-aligned stage start). With T on the chain (SKIP & 16) the
@@ -178,6 +188,21 @@ __device__ __forceinline__ void bulk_to_peer(uint32_t dst, uint32_t src, uint32_
         "r"(src), "r"(bytes), "r"(bar)
         : "memory");
 }
+// TMA: a box of the tensor map at (x, head, token) into shared memory, completing on bar.
+__device__ __forceinline__ void tma_3d(void* dst, const CUtensorMap* map, int x, int hd, int t, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            smem_addr(dst)),
+        "l"(map), "r"(x), "r"(hd), "r"(t), "r"(smem_addr(bar))
+        : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap* map, int x, int hd, int t) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(x), "r"(hd), "r"(t)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint64_t* b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
@@ -228,6 +253,12 @@ __device__ __forceinline__ int atom_at(int t, int x, int kcs) {
 }
 
 __device__ unsigned long long g_dbg[12][16];
+// --trace (TWO): for CTAs 0 and 1 of sequence 0 and chunks < 256, the cycles since the
+// CTA's start at six events: 0 the load warps pass `empty`, 1 their copies issued, 2 the
+// prep starts (its copies landed), 3 the prep's arrivals (and PAIR's bulk copy) issued,
+// 4 the state warps pass `full` (and `loaded`), 5 they release the stage.
+constexpr int kTraceChunks = 256;
+__device__ long long g_trace[2][6][kTraceChunks];
 
 // The barrier between chunk steps: the CTA's, or with CLUSTER (SKIP & 8) the
 // cluster's (a head's two column halves in one cluster of two CTAs: what a
@@ -242,9 +273,10 @@ __device__ __forceinline__ void step_barrier() {
 
 // SKIP, the variant: 1 no prep (its copies only), 2 no chain (the state warps meet the
 // barriers only), 4 no copies, 8 the step barrier as the cluster's, 16 T on the chain,
-// 32 (with 16) two prep warpgroups and a load warpgroup, 64 (with 48) the cluster pair.
+// 32 (with 16) two prep warpgroups and a load warpgroup, 64 (with 48) the cluster pair,
+// 128 (with 48) k, q and v by TMA.
 template <int SKIP>
-__global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(const Args a) {
+__global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(const __grid_constant__ Args a) {
 #if defined(GDN_HAVE_WGMMA)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const sm =
@@ -253,6 +285,11 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int g = lane >> 2, tq = lane & 3;
     const bool prof = a.phases && blockIdx.x == 0 && blockIdx.y == 0 && lane == 0;
     long long last = clock64();
+    const long long t_start = last;
+    const bool tracing = a.trace && blockIdx.x < 2 && blockIdx.y == 0;
+    auto ev = [&](int e, int j) {
+        if (tracing && j < kTraceChunks) g_trace[blockIdx.x][e][j] = clock64() - t_start;
+    };
     auto mark = [&](int ph) {
         if (prof) {
             const long long c = clock64();
@@ -266,7 +303,14 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || SKIP == 48 || SKIP == 112, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || (SKIP & ~(64 | 128)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    // TMA (SKIP & 128): the load warpgroup's thread 0 copies a chunk's k, q and v rows as five
+    // boxes (V then in a swizzled 64 x 64 atom column, read by atom_at); g and β stay on
+    // cp.async. Rows past the sequence's end are the next sequence's (or zero past the
+    // tensor): finite, and every product that reads them is masked or multiplied by β = 0
+    // or by F.x = 0 (g and β are zero there).
+    constexpr bool TMA = (SKIP & 128) != 0;
+    static_assert(!TMA || TWO, "TMA loads: with TWO");
     // PAIR (SKIP & 64, with TWO): a head's two column halves as a cluster of two CTAs that
     // take alternate chunks' preps (CTA r the chunks j = r mod 2, its prep warpgroup pw
     // those with (j >> 1) & 1 = pw) and copy T diag(β), P and the factors into the peer's
@@ -289,7 +333,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         // count 128, with the bulk copy's bytes); empty[s]: the state threads (PAIR: and a
         // lane of each of the peer's state warps); loaded[s]: the load warpgroup's threads.
         if (tid == 0)
-            for (int i = 0; i < 9; ++i) mbar_init(bars + i, i < 3 ? 128 : i < 6 ? (PAIR ? 128 + 4 : 128) : 128);
+            for (int i = 0; i < 9; ++i)
+                mbar_init(bars + i, i < 3 ? 128 : i < 6 ? (PAIR ? 128 + 4 : 128) : (TMA ? 128 + 1 : 128));
         if constexpr (PAIR) {
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
             cluster_sync_all();
@@ -321,42 +366,68 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
+        if constexpr (TMA) {
+            if (lt == 0) {
+                uint64_t* bar = bars + 6 + j % 3;
+                mbar_arrive_tx(bar, 5 * 8192);
+                const int t0 = int(cs);
+                tma_3d(st + kK, &a.tk, 0, kh, t0, bar);
+                tma_3d(st + kK + kKc, &a.tk, 64, kh, t0, bar);
+                tma_3d(st + kWQ + 8 * 1024, &a.tq, 0, kh, t0, bar);
+                tma_3d(st + kWQ + 8 * 1024 + kWQkc, &a.tq, 64, kh, t0, bar);
+                tma_3d(st + kV, &a.tv, c0, h, t0, bar);
+                // The chunk after it into L2.
+                if (cs + C < eos) {
+                    tma_prefetch_3d(&a.tk, 0, kh, t0 + C), tma_prefetch_3d(&a.tk, 64, kh, t0 + C);
+                    tma_prefetch_3d(&a.tq, 0, kh, t0 + C), tma_prefetch_3d(&a.tq, 64, kh, t0 + C);
+                    tma_prefetch_3d(&a.tv, c0, h, t0 + C);
+                }
+            }
+            if (lt < 128) {
+                const int t = lt & 63;
+                const bool ok = t < L;
+                const float* src = lt < 64 ? a.g : a.beta;
+                cp_async4(st + (lt < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
+            }
+            cp_async_commit();
+        } else {
 #pragma unroll(TWO ? 2 : 1024 / NTH)
-        for (int i = 0; i < 1024 / NTH; ++i) {
-            const int id = lt + NTH * i, t = id >> 4, p = id & 15;
-            const bool ok = t < L;
-            const int64_t row = (cs + t) * a.Hk + kh;
-            cp_async16(st + kK + atom_at(t, 8 * p, kKc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
-            cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
-                       ok ? 16 : 0);
-        }
+            for (int i = 0; i < 1024 / NTH; ++i) {
+                const int id = lt + NTH * i, t = id >> 4, p = id & 15;
+                const bool ok = t < L;
+                const int64_t row = (cs + t) * a.Hk + kh;
+                cp_async16(st + kK + atom_at(t, 8 * p, kKc), ok ? a.k + row * K + 8 * p : a.k, ok ? 16 : 0);
+                cp_async16(st + kWQ + 8 * 1024 + atom_at(t, 8 * p, kWQkc), ok ? a.q + row * K + 8 * p : a.q,
+                           ok ? 16 : 0);
+            }
 #pragma unroll(TWO ? 2 : 512 / NTH)
-        for (int i = 0; i < 512 / NTH; ++i) {
-            const int id = lt + NTH * i, t = id >> 3, p = id & 7;
-            const bool ok = t < L;
-            cp_async16(st + kV + t * kLDV * 2 + 16 * p,
-                       ok ? a.v + ((cs + t) * a.Hv + h) * 128 + c0 + 8 * p : a.v, ok ? 16 : 0);
-        }
-#pragma unroll
-        for (int i = 0; i < 128 / NTH; ++i) {
-            const int id = lt + NTH * i, t = id & 63;
-            const bool ok = t < L;
-            const float* src = id < 64 ? a.g : a.beta;
-            cp_async4(st + (id < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
-        }
-        cp_async_commit();
-        // The chunk after it into L2.
-        const int64_t cn = cs + C;
-        if (cn < eos) {
+            for (int i = 0; i < 512 / NTH; ++i) {
+                const int id = lt + NTH * i, t = id >> 3, p = id & 7;
+                const bool ok = t < L;
+                cp_async16(st + kV + t * kLDV * 2 + 16 * p,
+                           ok ? a.v + ((cs + t) * a.Hv + h) * 128 + c0 + 8 * p : a.v, ok ? 16 : 0);
+            }
 #pragma unroll
             for (int i = 0; i < 128 / NTH; ++i) {
                 const int id = lt + NTH * i, t = id & 63;
-                if (cn + t < eos) {
-                    const int64_t row = (cn + t) * a.Hk + kh;
-                    const __nv_bfloat16* src = id < 64 ? a.k : a.q;
-                    prefetch_l2(src + row * K);
-                    prefetch_l2(src + row * K + 64);
-                    if (id < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
+                const bool ok = t < L;
+                const float* src = id < 64 ? a.g : a.beta;
+                cp_async4(st + (id < 64 ? kG : kB) + 4 * t, ok ? src + (cs + t) * a.Hv + h : src, ok ? 4 : 0);
+            }
+            cp_async_commit();
+            // The chunk after it into L2.
+            const int64_t cn = cs + C;
+            if (cn < eos) {
+#pragma unroll
+                for (int i = 0; i < 128 / NTH; ++i) {
+                    const int id = lt + NTH * i, t = id & 63;
+                    if (cn + t < eos) {
+                        const int64_t row = (cn + t) * a.Hk + kh;
+                        const __nv_bfloat16* src = id < 64 ? a.k : a.q;
+                        prefetch_l2(src + row * K);
+                        prefetch_l2(src + row * K + 64);
+                        if (id < 64) prefetch_l2(a.v + ((cn + t) * a.Hv + h) * 128 + c0);
+                    }
                 }
             }
         }
@@ -372,7 +443,9 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             for (int j = 0; j < nch; ++j) {
                 const int s = j % 3, u = j / 3;
                 mbar_wait<PAIR>(bars + 3 + s, (u & 1) ^ 1);
+                if (tid == 384) ev(0, j);
                 load(j, tid - 384);
+                if (tid == 384) ev(1, j);
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bars + 6 + s))
                              : "memory");
             }
@@ -686,6 +759,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mbar_wait(bars + 6 + s, u & 1);  // the load warp's copies landed
                 mma::fence_proxy_async_shared();
                 wg1_bar();
+                if (tw == 0) ev(2, j);
                 prep(j, chunk_len(j));
                 if constexpr (PAIR) {
                     mbar_arrive(bars + s);
@@ -700,6 +774,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 } else {
                     mbar_arrive(bars + s);
                 }
+                if (tw == 0) ev(3, j);
             }
             // PAIR: the bulk copies have read this CTA's shared memory before it may exit.
             if (PAIR && tw == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -787,6 +862,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             // own copies of its k, q and v rows.
             if constexpr (PAIR) mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
             mma::fence_proxy_async_shared();
+            if (tid == 0) ev(4, j);
         }
         const unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
@@ -822,7 +898,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             for (int s2 = 0; s2 < 4; ++s2) {
                 uint32_t r[4];
                 const int t = 16 * s2 + 8 * (mi >> 1) + r8, c = 16 * warp + 8 * (mi & 1);
-                mma::ldmatrix_x4<true>(r, st + kV + (t * kLDV + c) * 2);
+                mma::ldmatrix_x4<true>(r, st + kV + (TMA ? atom_at(t, c, 0) : (t * kLDV + c) * 2));
 #pragma unroll
                 for (int h2 = 0; h2 < 2; ++h2) {
                     mma::unpack2<M>(r[2 * h2], vt[2 * s2 + h2][0], vt[2 * s2 + h2][1]);
@@ -926,6 +1002,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             } else {
                 mbar_arrive(bars + 3 + j % 3);
             }
+            if (tid == 0) ev(5, j);
             continue;
         }
         // (TWO has gone on to the next chunk above.) Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
@@ -1066,14 +1143,41 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(dcu, cu.data(), (N + 1) * 4, cudaMemcpyHostToDevice));
     CK(cudaMemset(dout, 0xff, size_t(NT) * Hv * D * 4));  // NaN
 
-    probe::Args a{dq, dk, dv, dg, db, ds, dout, dcu, N, Hk, Hv, scale, 0};
+    probe::Args a{};
+    a.q = dq, a.k = dk, a.v = dv, a.g = dg, a.beta = db, a.state = ds, a.out = dout, a.cu = dcu;
+    a.N = N, a.Hk = Hk, a.Hv = Hv, a.scale = scale;
+    const int tma = iopt("--tma", 0);
+    if (tma) {
+        // The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda).
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
+                cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess || !fn) {
+            std::printf("--tma: cuTensorMapEncodeTiled not found\n");
+            return 1;
+        }
+        auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+        auto make = [&](CUtensorMap* m, void* base, int heads) {
+            const cuuint64_t dims[3] = {128, cuuint64_t(heads), cuuint64_t(NT)};
+            const cuuint64_t strides[2] = {128 * 2, cuuint64_t(heads) * 128 * 2};
+            const cuuint32_t box[3] = {64, 1, 64}, es[3] = {1, 1, 1};
+            if (encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, es,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+                std::printf("--tma: cuTensorMapEncodeTiled failed\n");
+                std::exit(1);
+            }
+        };
+        make(&a.tk, dk, Hk), make(&a.tq, dq, Hk), make(&a.tv, dv, Hv);
+    }
     // --role: all (0), chain (1: no prep), prep (2: no chain); --noload 1 adds 4 (no loads).
     const char* role = opt("--role");
     const int skip = (role && !std::strcmp(role, "chain") ? 1 : role && !std::strcmp(role, "prep") ? 2 : 0) |
                      (iopt("--noload", 0) ? 4 : 0);
-    const int phases = iopt("--phases", 0);
+    const int phases = iopt("--phases", 0), trace = iopt("--trace", 0);
     const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
-                        (iopt("--pair", 0) ? 112 : 0);
+                        (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1089,10 +1193,16 @@ int main(int argc, char** argv) {
         case 18: kern = probe::fused64_kernel<18>; break;
         case 48: kern = probe::fused64_kernel<48>; break;
         case 112: kern = probe::fused64_kernel<112>; break;
+        case 176: kern = probe::fused64_kernel<176>; break;
+        case 240: kern = probe::fused64_kernel<240>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
     const bool two = (cluster & 32) != 0;
+    if (trace && !two) {
+        std::printf("--trace needs --two 1 or --pair 1\n");
+        return 1;
+    }
     const int smem = two ? probe::k3Smem : probe::kSmem;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(2 * Hv, N);
@@ -1209,6 +1319,55 @@ int main(int argc, char** argv) {
             for (int p = 0; p < 16; ++p) std::printf(" %llu", dbg[w][p] / (2ull * nch));
             std::printf("\n");
         }
+        }
+    }
+    if (trace) {
+        // One launch with the events on, after a warm one.
+        CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
+        launch();
+        a.trace = 1;
+        launch();
+        CK(cudaDeviceSynchronize());
+        a.trace = 0;
+        static long long tr[2][6][probe::kTraceChunks];
+        CK(cudaMemcpyFromSymbol(tr, probe::g_trace, sizeof tr));
+        int khz = 0;
+        CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+        const double us = 1e3 / khz;  // a cycle in µs (at the rated clock)
+        const int nch = std::min((T + 63) / 64, probe::kTraceChunks);
+        const int pairs = (cluster & 64) ? 2 : 1;
+        // The prep's events are the CTA's that prepared the chunk (PAIR: CTA j % 2).
+        auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
+        for (int c = 0; c < pairs; ++c) {
+            std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "
+                        "chain:pass released\n", c);
+            for (int j = std::max(0, nch / 2 - 6); j < std::min(nch, nch / 2 + 6); ++j) {
+                const bool own = prep_cta(j) == c;
+                std::printf("  %4d  %8.2f %8.2f  %8s %8s  %8.2f %8.2f\n", j, tr[c][0][j] * us, tr[c][1][j] * us,
+                            own ? std::to_string(tr[c][2][j] * us).substr(0, 8).c_str() : "-",
+                            own ? std::to_string(tr[c][3][j] * us).substr(0, 8).c_str() : "-", tr[c][4][j] * us,
+                            tr[c][5][j] * us);
+            }
+            // Means over the middle chunks: where a chunk's time goes on the path
+            // chain(j − 3) released → load(j) → prep(j) → chain(j).
+            double n = 0, wait_empty = 0, issue = 0, wait_loaded = 0, prep = 0, handoff = 0, gap = 0, work = 0;
+            for (int j = std::max(3, nch / 8); j < nch - nch / 8; ++j) {
+                if (prep_cta(j) != c) continue;
+                n += 1;
+                wait_empty += tr[c][0][j] - tr[c][5][j - 3];
+                issue += tr[c][1][j] - tr[c][0][j];
+                wait_loaded += tr[c][2][j] - tr[c][1][j];
+                prep += tr[c][3][j] - tr[c][2][j];
+                handoff += tr[c][4][j] - tr[c][3][j];
+                gap += tr[c][4][j] - tr[c][5][j - 1];
+                work += tr[c][5][j] - tr[c][4][j];
+            }
+            if (n > 0)
+                std::printf("  means (µs, %d chunks): released(j-3)->load pass %.2f, copies issued %.2f, "
+                            "issued->prep start %.2f, prep %.2f, prep end->chain pass %.2f; chain: wait %.2f, "
+                            "work %.2f\n",
+                            int(n), wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
+                            handoff / n * us, gap / n * us, work / n * us);
         }
     }
     // Timing.
