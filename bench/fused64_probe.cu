@@ -38,6 +38,8 @@
 //  --trace 1           (with --two or --pair) each chunk's event times in CTAs 0 and 1 and the
 //                      mean time of each step on the path load -> prep -> chain;
 //  --tma 1             (with --two or --pair) k, q and v copied by TMA (one thread, five boxes);
+//  --split 1           (with --pair 1 --tma 1) both prep warpgroups of a CTA on one chunk (the
+//                      CTA's every other chunk), T by 16 -> 32 -> 64 blocks of its inverse;
 //  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
 //                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
 //                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
@@ -208,6 +210,30 @@ __device__ __forceinline__ void cluster_sync_all() {
 }
 
 // A probe's wait traps after 2^26 polls (seconds) instead of hanging the device.
+#ifdef GDN_PROBE_HANG_REPORT
+// Debugging: a wait that times out records where (the first one) and returns.
+__device__ unsigned int g_hang[6];
+template <bool CLUSTER = false>
+__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
+    for (unsigned n = 0;; ++n) {
+        uint32_t ok;
+        if constexpr (CLUSTER)
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                         : "=r"(ok) : "r"(smem_addr(b)), "r"(parity) : "memory");
+        else
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                         : "=r"(ok) : "r"(smem_addr(b)), "r"(parity) : "memory");
+        if (ok) return;
+        if (n > (1u << 21)) {
+            if (atomicAdd(&g_hang[0], 1u) == 0) {
+                g_hang[1] = blockIdx.x, g_hang[2] = blockIdx.y, g_hang[3] = threadIdx.x;
+                g_hang[4] = (smem_addr(b) & 0xff) / 8, g_hang[5] = parity;
+            }
+            return;
+        }
+    }
+}
+#else
 template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
 #define GDN_PROBE_WAIT(SEM)                                                          \
@@ -225,6 +251,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
         GDN_PROBE_WAIT("");
 #undef GDN_PROBE_WAIT
 }
+#endif
 
 
 // x (64 x 64, warp w: rows 16 w.., tiles of 8 columns) += A · Bᵀ, both from shared memory
@@ -303,7 +330,9 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || (SKIP & ~(64 | 128)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || (SKIP & ~(64 | 128 | 256)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    constexpr bool SPLIT = (SKIP & 256) != 0;
+    static_assert(!SPLIT || SKIP == 496, "both prep warpgroups on one chunk: with the pair and TMA");
     // TMA (SKIP & 128): the load warpgroup's thread 0 copies a chunk's k, q and v rows as five
     // boxes (V then in a swizzled 64 x 64 atom column, read by atom_at); g and β stay on
     // cp.async. Rows past the sequence's end are the next sequence's (or zero past the
@@ -334,7 +363,16 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         // lane of each of the peer's state warps); loaded[s]: the load warpgroup's threads.
         if (tid == 0)
             for (int i = 0; i < 9; ++i)
-                mbar_init(bars + i, i < 3 ? 128 : i < 6 ? (PAIR ? 128 + 4 : 128) : (TMA ? 128 + 1 : 128));
+                mbar_init(bars + i, i < 3 ? (SPLIT ? 256 : 128) : i < 6 ? (PAIR ? 128 + 4 : 128) : (TMA ? 128 + 1 : 128));
+        // SPLIT: T's blocks above the diagonal are never written, in the scratch Tf (f32) and
+        // in each stage's T diag(β) (the peer's copies carry its zeros); zero both first, before
+        // the peer may copy into this CTA's stages.
+        if constexpr (SPLIT) {
+            float* const Tf0 = reinterpret_cast<float*>(sm + k3As + k3Scratch);
+            for (int i = tid; i < 64 * kLDA; i += 512) Tf0[i] = 0.0f;
+            for (int i = tid; i < 3 * 8192 / 4; i += 512)
+                reinterpret_cast<uint32_t*>(sm + (i / 2048) * k3Stage + k3TB)[i % 2048] = 0u;
+        }
         if constexpr (PAIR) {
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
             cluster_sync_all();
@@ -471,46 +509,289 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::fence_proxy_async_shared();
             wg1_bar();
         };
+        // γ (the running sum of g) in place, β e^γ and the per-token factors F: one warp.
+        // (scan_gamma: γ of tokens lane and lane + 32 into x0, x1, in registers; any warp.)
+        auto scan_gamma = [&](const unsigned char* st, float& x0, float& x1) {
+            const float* G = reinterpret_cast<const float*>(st + kG);
+            x0 = G[lane], x1 = G[lane + 32];
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+                if (lane >= o) x0 += y0, x1 += y1;
+            }
+            x1 += __shfl_sync(0xffffffffu, x0, 31);
+        };
+        // (store_f: F from γ; with_g also γ into G and β e^γ into BE, for the prep's later reads.)
+        auto store_f = [&](unsigned char* st, int L, float x0, float x1, bool with_g) {
+            float* G = reinterpret_cast<float*>(st + kG);
+            const float* Bt = reinterpret_cast<const float*>(st + kB);
+            float* BE = reinterpret_cast<float*>(st + kBE);
+            float4* F = reinterpret_cast<float4*>(st + kF);
+            const float gl = __shfl_sync(0xffffffffu, (L - 1) < 32 ? x0 : x1, (L - 1) & 31);
+            if (with_g) {
+                G[lane] = x0, G[lane + 32] = x1;
+                BE[lane] = Bt[lane] * __expf(x0), BE[lane + 32] = Bt[lane + 32] * __expf(x1);
+            }
+            const float el = __expf(gl);
+            F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
+            F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
+        };
+        auto factors = [&](unsigned char* st, int L) {
+            float x0, x1;
+            scan_gamma(st, x0, x1);
+            store_f(st, L, x0, x1, true);
+        };
+        // k·kᵀ (qk false) or q·kᵀ (true), 64 x 64, as 8 wgmma m64n64k16 with both operands
+        // from the stage's atoms: a warpgroup's; warp wq holds rows 16 wq...
+        auto product = [&](float(&x)[8][4], unsigned char* st, bool qk, auto&& meanwhile) {
+            const uint32_t ka = smem_addr(st + kK), at = qk ? smem_addr(st + kWQ + 8 * 1024) : ka;
+            const int kcs = qk ? kWQkc : kKc;
+            auto desc = [](uint32_t b, int s, int c) {
+                return mma::wgmma_desc_sw128(b + (s >> 2) * c + (s & 3) * 32, 16, 1024);
+            };
+            mma::fence_operand(x);
+            mma::wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(at, s, kcs), desc(ka, s, kKc));
+            mma::wgmma_commit();
+            meanwhile();
+            mma::wgmma_wait_all();
+            mma::fence_operand(x);
+        };
+        // The solve's 16 x 16 operands as 16-bit values and remainders: B from 16 rows
+        // (of −A: As, block (i, j); of T_ii: Td) in the m16n8k16 "col" layout, and acc +=
+        // x · B with x given as the C layout of two 8-token tiles (three products).
+        auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&bh)[2][2], uint32_t(&bl)[2][2]) {
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2) {
+                const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
+                const float2 x0 = *reinterpret_cast<const float2*>(r);
+                const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
+                bh[n2][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &bl[n2][0]);
+                bh[n2][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &bl[n2][1]);
+            }
+        };
+        auto mma3 = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&bh)[2][2],
+                        const uint32_t(&bl)[2][2]) {
+            uint32_t ah[4], al[4];
+            ah[0] = mma::pack_split<M>(x[0][0], x[0][1], &al[0]);
+            ah[1] = mma::pack_split<M>(x[0][2], x[0][3], &al[1]);
+            ah[2] = mma::pack_split<M>(x[1][0], x[1][1], &al[2]);
+            ah[3] = mma::pack_split<M>(x[1][2], x[1][3], &al[3]);
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2) {
+                mma::mma16<M>(acc[n2], al, bh[n2]);
+                mma::mma16<M>(acc[n2], ah, bl[n2]);
+                mma::mma16<M>(acc[n2], ah, bh[n2]);
+            }
+        };
+        // The same for one 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
+        auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&bh)[2], uint32_t(&bl)[2]) {
+            const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
+            const float2 x0 = *reinterpret_cast<const float2*>(r);
+            const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
+            bh[0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &bl[0]);
+            bh[1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &bl[1]);
+        };
+        auto mma3_1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&bh)[2], const uint32_t(&bl)[2]) {
+            uint32_t ah[4], al[4];
+            ah[0] = mma::pack_split<M>(x[0][0], x[0][1], &al[0]);
+            ah[1] = mma::pack_split<M>(x[0][2], x[0][3], &al[1]);
+            ah[2] = mma::pack_split<M>(x[1][0], x[1][1], &al[2]);
+            ah[3] = mma::pack_split<M>(x[1][2], x[1][3], &al[3]);
+            mma::mma16<M>(acc, al, bh);
+            mma::mma16<M>(acc, ah, bl);
+            mma::mma16<M>(acc, ah, bh);
+        };
+        // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq (lane c a column), from
+        // A (rows of ldA) into dst: rows 16 wq.., columns col0...
+        auto t_diag = [&](const float* A, float* dst, int ld, int col0) {
+            const int cc = lane & 15, b0 = 16 * wq;
+            float Tc[16];
+#pragma unroll
+            for (int r = 0; r < 16; ++r) {
+                // Four partial sums: a quarter of the dependent chain.
+                float x[4] = {r == cc ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
+                const float* Ar = A + (b0 + r) * kLDA + b0;
+#pragma unroll
+                for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
+                Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
+            }
+            if (lane < 16)
+#pragma unroll
+                for (int r = 0; r < 16; ++r) dst[(b0 + r) * ld + col0 + cc] = Tc[r];
+        };
+        // SPLIT (SKIP & 256, with PAIR and TMA): both prep warpgroups (warps w8 = 0..7) on
+        // one chunk, every other chunk of the sequence (the peer CTA takes the others), to
+        // cut a chunk's prep latency (perf-notes v42):
+        //  - warpgroup 0 forms k·kᵀ, A and T's diagonal blocks while warpgroup 1 forms q·kᵀ
+        //    and P;
+        //  - T = (I + A)^{-1} by blocks, transposed (U = Tᵀ, the C layout rows c, columns t,
+        //    products as 16-bit values and remainders, mma3):
+        //    level 2: U_ab = −U_aa A_baᵀ U_bb for (a, b) = (0, 1), (2, 3), four warps (one per
+        //    8-column half); meanwhile warpgroup 1 starts Z = U_0 A_10ᵀ (the 32 x 32 halves);
+        //    level 3: U_01 (32 x 32) = −Z U_1, eight warps of one m16n8 tile each;
+        //  - T (f32, rows t, in Tf) then T diag(β) into the atom column by all 256 threads.
+        // Scratch: A in the first warpgroup's, Tf and Z in the second's; Tf's blocks above
+        // the diagonal stay zero.
+        const int w8 = warp - 4, wg = w8 >> 2;
+        float* const Tf = reinterpret_cast<float*>(sm + k3As + k3Scratch);
+        float* const Zs = reinterpret_cast<float*>(sm + k3As + k3Scratch + 64 * kLDA * 4);
+        constexpr int kLDZ = 36;
+        static_assert(32 * kLDZ * 4 <= 64 * kLDT * 4, "Z fits the second warpgroup's T scratch");
+        auto bar_all = [] { asm volatile("barrier.sync 1, 256;\n" ::: "memory"); };
+        // A 16 x 16 tile of U (rows c0.., columns t0..) in the C layout, from Tf.
+        auto u_tile = [&](float(&x)[2][4], int c0, int t0) {
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) x[n2][e] = Tf[(t0 + 8 * n2 + 2 * tq + (e & 1)) * kLDA + c0 + g + 8 * (e >> 1)];
+        };
+        // An m16n8 tile of U (rows c0.., columns t0..) into Tf.
+        auto u_store = [&](const float(&o)[4], int c0, int t0) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) Tf[(t0 + 2 * tq + (e & 1)) * kLDA + c0 + g + 8 * (e >> 1)] = o[e];
+        };
+        // Z's tiles (rows c, columns t − 32): a 16 x 16 one in the C layout, an m16n8 one stored.
+        auto z_tile = [&](float(&x)[2][4], int r0, int t0) {
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const float2 v = *reinterpret_cast<const float2*>(Zs + (r0 + g + 8 * hh) * kLDZ + t0 + 8 * n2 + 2 * tq);
+                    x[n2][2 * hh] = v.x, x[n2][2 * hh + 1] = v.y;
+                }
+        };
+        auto z_store = [&](const float(&o)[4], int r0, int t0) {
+            *reinterpret_cast<float2*>(Zs + (r0 + g) * kLDZ + t0 + 2 * tq) = make_float2(o[0], o[1]);
+            *reinterpret_cast<float2*>(Zs + (r0 + g + 8) * kLDZ + t0 + 2 * tq) = make_float2(o[2], o[3]);
+        };
+        auto prep_split = [&](int j, int L) {
+            unsigned char* st = stage(j);
+            const float* Bt = reinterpret_cast<const float*>(st + kB);
+            float* const Asp = reinterpret_cast<float*>(sm + k3As);
+            // T diag(β)'s element (t, c) into the atom column (rows t, columns c), one 16-bit
+            // term (the blocks above the diagonal hold the zeros written at the start).
+            auto tb_store = [&](int t, int c, float v) {
+                *reinterpret_cast<__nv_bfloat16*>(st + kU + atom_at(t, c, 0)) = __float2bfloat16_rn(v * Bt[c]);
+            };
+            // The product (k·kᵀ for warpgroup 0, q·kᵀ for 1) runs while every warp scans γ
+            // itself (no barrier for it); warp 0 stores the state warps' factors F.
+            float x[8][4] = {};
+            float y0, y1;
+            product(x, st, wg == 1, [&] {
+                scan_gamma(st, y0, y1);
+                if (w8 == 0) store_f(st, L, y0, y1, false);
+            });
+            mark(2);
+            // A (warpgroup 0, strictly lower, f32) or P (1, lower, one 16-bit term in an atom
+            // column) of rows 16 wq..; γ by shuffles.
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int t = 16 * wq + g + 8 * hf;
+                const float gt = __shfl_sync(0xffffffffu, wq < 2 ? y0 : y1, t & 31), bt = Bt[t];
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const int i = 8 * nt + 2 * tq;
+                    const float gi0 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, i & 31);
+                    const float gi1 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, (i + 1) & 31);
+                    const float e0 = __expf(gt - gi0), e1 = __expf(gt - gi1);
+                    if (wg == 0) {
+                        *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
+                            make_float2(i < t ? bt * e0 * x[nt][2 * hf] : 0.0f, i + 1 < t ? bt * e1 * x[nt][2 * hf + 1] : 0.0f);
+                    } else {
+                        const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                        const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                        *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+                    }
+                }
+            }
+            mark(11);
+            if (wg == 0) {
+                wg_bar(3);  // A (warpgroup 0's)
+                t_diag(Asp, Tf, kLDA, 16 * wq);
+                // The diagonal block's T diag(β): lane c < 16 holds column 16 wq + c (Tf's row
+                // of this warp, read back: its own stores).
+                __syncwarp();
+                if (lane < 16)
+#pragma unroll
+                    for (int r = 0; r < 16; ++r)
+                        tb_store(16 * wq + r, 16 * wq + lane, Tf[(16 * wq + r) * kLDA + 16 * wq + lane]);
+            }
+            mark(5);
+            bar_all();  // T's diagonal blocks
+            if (wg == 0) {
+                // Level 2: U_ab = −(U_aa A_baᵀ) U_bb, a = 2h, b = 2h + 1; this warp's 8 columns nh.
+                const int a0 = 32 * (wq >> 1), b0 = a0 + 16, nh = wq & 1;
+                float u[2][4], y[2][4] = {}, o[4] = {};
+                u_tile(u, a0, a0);
+                uint32_t bh[2][2], bl[2][2], ch[2], cl[2];
+                b_of(Asp + b0 * kLDA + a0, kLDA, 1.0f, bh, bl);
+                mma3(y, u, bh, bl);
+                b_of1(Tf + b0 * kLDA + b0, kLDA, -1.0f, nh, ch, cl);
+                mma3_1(o, y, ch, cl);
+                u_store(o, a0, b0 + 8 * nh);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) tb_store(b0 + 8 * nh + 2 * tq + (e & 1), a0 + g + 8 * (e >> 1), o[e]);
+                mark(6);
+                bar_all();  // U_01, U_23
+                mark(12);
+                bar_all();  // Z
+            } else {
+                // Z = U_0 A_10ᵀ, this warp's 8 columns (tokens 32 + 16 nb + 8 hf..): Z's row block
+                // 1 is U_11 A_{2+nb,1}ᵀ; its row block 0 is U_00 A_{2+nb,0}ᵀ + U_01 A_{2+nb,1}ᵀ,
+                // whose U_01 is level 2's.
+                const int nb = wq >> 1, hf = wq & 1, zc = 16 * nb + 8 * hf;
+                uint32_t b0h[2], b0l[2], b1h[2], b1l[2];
+                b_of1(Asp + (32 + 16 * nb) * kLDA, kLDA, 1.0f, hf, b0h, b0l);
+                b_of1(Asp + (32 + 16 * nb) * kLDA + 16, kLDA, 1.0f, hf, b1h, b1l);
+                float u[2][4], z0[4] = {}, z1[4] = {};
+                u_tile(u, 0, 0);
+                mma3_1(z0, u, b0h, b0l);
+                u_tile(u, 16, 16);
+                mma3_1(z1, u, b1h, b1l);
+                z_store(z1, 16, zc);
+                mark(6);
+                bar_all();  // U_01, U_23
+                u_tile(u, 0, 16);
+                mma3_1(z0, u, b1h, b1l);
+                z_store(z0, 0, zc);
+                mark(12);
+                bar_all();  // Z
+            }
+            // Level 3: U_01 (rows 0..31, columns 32..63) = −Z U_1; this warp's m16n8 tile
+            // (rows 16 r.., columns 32 + 16 nb' + 8 hf..) sums over Z's column blocks nb <= nb'.
+            {
+                const int r = w8 >> 2, nbp = (w8 >> 1) & 1, hf = w8 & 1;
+                float o[4] = {};
+#pragma unroll
+                for (int nb = 0; nb < 2; ++nb) {
+                    if (nb > nbp) continue;
+                    float z[2][4];
+                    uint32_t bh[2], bl[2];
+                    z_tile(z, 16 * r, 16 * nb);
+                    b_of1(Tf + (32 + 16 * nbp) * kLDA + 32 + 16 * nb, kLDA, -1.0f, hf, bh, bl);
+                    mma3_1(o, z, bh, bl);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    tb_store(32 + 16 * nbp + 8 * hf + 2 * tq + (e & 1), 16 * r + g + 8 * (e >> 1), o[e]);
+            }
+            mma::fence_proxy_async_shared();
+            mark(7);
+        };
         auto prep = [&](int j, int L) {
             unsigned char* st = stage(j);
             float* G = reinterpret_cast<float*>(st + kG);
             const float* Bt = reinterpret_cast<const float*>(st + kB);
             float* BE = reinterpret_cast<float*>(st + kBE);
-            float4* F = reinterpret_cast<float4*>(st + kF);
             // γ (running sum of g), and the per-token factors: warp 0.
-            if (wq == 0) {
-                float x0 = G[lane], x1 = G[lane + 32];
-#pragma unroll
-                for (int o = 1; o < 32; o <<= 1) {
-                    const float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
-                    if (lane >= o) x0 += y0, x1 += y1;
-                }
-                x1 += __shfl_sync(0xffffffffu, x0, 31);
-                const float gl = __shfl_sync(0xffffffffu, (L - 1) < 32 ? x0 : x1, (L - 1) & 31);
-                G[lane] = x0, G[lane + 32] = x1;
-                BE[lane] = Bt[lane] * __expf(x0), BE[lane + 32] = Bt[lane + 32] * __expf(x1);
-                const float el = __expf(gl);
-                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
-                F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
-            }
+            if (wq == 0) factors(st, L);
             // k·kᵀ and q·kᵀ (64 x 64 each) as 16 wgmma m64n64k16 with both operands
             // from the atoms; warp wq holds rows 16 wq.. of both.
             float kk[8][4] = {}, qk[8][4] = {};
-            const uint32_t ka = smem_addr(st + kK), qa = smem_addr(st + kWQ + 8 * 1024);
-            auto product = [&](float(&x)[8][4], uint32_t at, int kcs) {
-                auto desc = [](uint32_t b, int s, int c) {
-                    return mma::wgmma_desc_sw128(b + (s >> 2) * c + (s & 3) * 32, 16, 1024);
-                };
-                mma::fence_operand(x);
-                mma::wgmma_fence();
-#pragma unroll
-                for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(at, s, kcs), desc(ka, s, kKc));
-                mma::wgmma_commit();
-                mma::wgmma_wait_all();
-                mma::fence_operand(x);
-            };
-            product(kk, ka, kKc);
-            product(qk, qa, kWQkc);
+            product(kk, st, false, [] {});
+            product(qk, st, true, [] {});
             mark(2);
             wg1_bar();  // γ, βe^γ, F
             mark(3);
@@ -551,52 +832,9 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mark(11);
             wg1_bar();
             mark(4);
-            // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq; lane c a column.
-            {
-                const int cc = lane & 15, b0 = 16 * wq;
-                float Tc[16];
-#pragma unroll
-                for (int r = 0; r < 16; ++r) {
-                    // Four partial sums: a quarter of the dependent chain.
-                    float x[4] = {r == cc ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
-                    const float* Ar = As + (b0 + r) * kLDA + b0;
-#pragma unroll
-                    for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
-                    Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
-                }
-                if (lane < 16)
-#pragma unroll
-                    for (int r = 0; r < 16; ++r) Td[(wq * 16 + r) * kLDT + cc] = Tc[r];
-            }
+            t_diag(As, Td, kLDT, 0);
             wg1_bar();
             mark(5);
-            // The solve's 16 x 16 operands as 16-bit values and remainders: B from 16 rows
-            // (of −A: As, block (i, j); of T_ii: Td) in the m16n8k16 "col" layout, and acc +=
-            // x · B with x given as the C layout of two 8-token tiles (three products).
-            auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&bh)[2][2], uint32_t(&bl)[2][2]) {
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2) {
-                    const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
-                    const float2 x0 = *reinterpret_cast<const float2*>(r);
-                    const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-                    bh[n2][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &bl[n2][0]);
-                    bh[n2][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &bl[n2][1]);
-                }
-            };
-            auto mma3 = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&bh)[2][2],
-                            const uint32_t(&bl)[2][2]) {
-                uint32_t ah[4], al[4];
-                ah[0] = mma::pack_split<M>(x[0][0], x[0][1], &al[0]);
-                ah[1] = mma::pack_split<M>(x[0][2], x[0][3], &al[1]);
-                ah[2] = mma::pack_split<M>(x[1][0], x[1][1], &al[2]);
-                ah[3] = mma::pack_split<M>(x[1][2], x[1][3], &al[3]);
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2) {
-                    mma::mma16<M>(acc[n2], al, bh[n2]);
-                    mma::mma16<M>(acc[n2], ah, bl[n2]);
-                    mma::mma16<M>(acc[n2], ah, bh[n2]);
-                }
-            };
             if constexpr (TC) {
                 // T's columns 16 wq.. (Tᵀ's rows, C layout: rows c, columns t) by the solve
                 // with R = I: block rows i >= wq (T is lower triangular); then T diag(β)
@@ -748,13 +986,48 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             const int64_t cs = bos + int64_t(j) * C;
             return int(eos - cs < C ? eos - cs : C);
         };
-        if constexpr (TWO) {
+        if constexpr (SPLIT) {
+            // Chunks rank, rank + 2, ... by both warpgroups. A parity wait tells only adjacent
+            // phases apart, and `loaded[s]` may be a phase behind (chunk j − 3, the peer's to
+            // prepare, not landed) or already past chunk j's (its load can land while this CTA
+            // still prepares chunk j − 2, which deadlocked the first version at T = 1000). So the
+            // prep first waits for `empty[s]`'s phase of chunk j − 3 (both CTAs' state warps
+            // done with it): that phase is the only one it can be in (chunk j − 6's is complete,
+            // since prep(j − 2)'s copies needed chain(j − 5); chunk j's needs this prep), and
+            // once it is complete so is `loaded[s]`'s of chunk j − 3 (the state warps waited
+            // for it), while `loaded[s]`'s of chunk j + 3 cannot be. Chunk j's copies needed
+            // that phase of `empty[s]` anyway, so the wait costs nothing.
+            for (int j = int(rank); j < nch; j += 2) {
+                const int s = j % 3, u = j / 3;
+                if (u > 0) mbar_wait<true>(bars + 3 + s, (u - 1) & 1);
+                mbar_wait(bars + 6 + s, u & 1);
+                mma::fence_proxy_async_shared();
+                bar_all();  // (and the previous chunk's reads of the scratch are done)
+                if (tid == 128) ev(2, j);
+                prep_split(j, chunk_len(j));
+                mbar_arrive(bars + s);
+                bar_all();  // every thread's stores (fenced for the async proxy) are done
+                if (tid == 128) {
+                    const uint32_t pb = peer_addr(smem_addr(bars + s), peer);
+                    const uint32_t src = smem_addr(stage(j) + k3Out);
+                    mbar_arrive_tx_peer(pb, k3OutBytes, 256);
+                    bulk_to_peer(peer_addr(src, peer), src, k3OutBytes, pb);
+                    ev(3, j);
+                }
+            }
+            if (tid == 128) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            return;
+        } else if constexpr (TWO) {
             // Chunks pw, pw + 2, ...: a chunk's stage was last used by chunk j − 3.
             for (int j = PAIR ? int(rank) + 2 * pw : pw; j < nch; j += PAIR ? 4 : 2) {
                 const int s = j % 3, u = j / 3;
                 // PAIR: this warpgroup's last chunk was j − 4, so the stage's previous load
                 // (chunk j − 3, the peer's to prepare) may not have landed yet; a parity wait
-                // tells only adjacent phases apart, so that one is waited for first.
+                // tells only adjacent phases apart, so that one is waited for first. (Not
+                // proven: had chunk j's copies landed too before this wait, it would wait for
+                // chunk j + 3's, a deadlock; they need chain(j − 3), so chain(j − 4) and (j − 3)
+                // would have to finish between this warpgroup's arrivals for chunk j − 4 and
+                // this line. SPLIT waits on `empty` instead, where the window is real.)
                 if (PAIR && u > 0) mbar_wait(bars + 6 + s, (u - 1) & 1);
                 mbar_wait(bars + 6 + s, u & 1);  // the load warp's copies landed
                 mma::fence_proxy_async_shared();
@@ -1177,7 +1450,7 @@ int main(int argc, char** argv) {
                      (iopt("--noload", 0) ? 4 : 0);
     const int phases = iopt("--phases", 0), trace = iopt("--trace", 0);
     const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
-                        (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0);
+                        (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0) | (iopt("--split", 0) ? 256 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1195,6 +1468,7 @@ int main(int argc, char** argv) {
         case 112: kern = probe::fused64_kernel<112>; break;
         case 176: kern = probe::fused64_kernel<176>; break;
         case 240: kern = probe::fused64_kernel<240>; break;
+        case 496: kern = probe::fused64_kernel<496>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
@@ -1370,6 +1644,16 @@ int main(int argc, char** argv) {
                             handoff / n * us, gap / n * us, work / n * us);
         }
     }
+#ifdef GDN_PROBE_HANG_REPORT
+    {
+        unsigned hang[6];
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpyFromSymbol(hang, probe::g_hang, sizeof hang));
+        std::printf("hang report: %u timeouts; first CTA (%u, %u) thread %u, barrier %u (the region's), parity %u\n", hang[0],
+                    hang[1], hang[2], hang[3], hang[4], hang[5]);
+        return 0;
+    }
+#endif
     // Timing.
     CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
     cudaEvent_t e0, e1;
