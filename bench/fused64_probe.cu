@@ -40,6 +40,8 @@
 //  --tma 1             (with --two or --pair) k, q and v copied by TMA (one thread, five boxes);
 //  --split 1           (with --pair 1 --tma 1) both prep warpgroups of a CTA on one chunk (the
 //                      CTA's every other chunk), T by 16 -> 32 -> 64 blocks of its inverse;
+//  --early 1           (with --split 1) the state warps' first product of a chunk before its
+//                      `full` wait, and the stage released before the outputs' stores;
 //  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
 //                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
 //                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
@@ -330,9 +332,14 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || (SKIP & ~(64 | 128 | 256)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || (SKIP & ~(64 | 128 | 256 | 512)) == 48, "two prep warpgroups: with T on the chain, nothing else");
     constexpr bool SPLIT = (SKIP & 256) != 0;
-    static_assert(!SPLIT || SKIP == 496, "both prep warpgroups on one chunk: with the pair and TMA");
+    static_assert(!SPLIT || (SKIP & ~512) == 496, "both prep warpgroups on one chunk: with the pair and TMA");
+    // EARLY (SKIP & 512, with SPLIT): the state warps start a chunk's first product once this
+    // CTA's copies have landed and wait for `full` only before the step that reads the prep's
+    // outputs; they release the stage before storing the chunk's outputs.
+    constexpr bool EARLY = (SKIP & 512) != 0;
+    static_assert(!EARLY || SPLIT, "the early chain start: with SPLIT");
     // TMA (SKIP & 128): the load warpgroup's thread 0 copies a chunk's k, q and v rows as five
     // boxes (V then in a swizzled 64 x 64 atom column, read by atom_at); g and β stay on
     // cp.async. Rows past the sequence's end are the next sequence's (or zero past the
@@ -720,8 +727,13 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             }
             mark(5);
             bar_all();  // T's diagonal blocks
+            // Level 2 (warpgroup 0) and Z's first terms (1); each phase ends at a barrier
+            // that both warpgroups reach at the same instruction.
+            uint32_t b1h[2], b1l[2];
+            float z0[4] = {};
+            const int nb = wq >> 1, hz = wq & 1, zc = 16 * nb + 8 * hz;
             if (wg == 0) {
-                // Level 2: U_ab = −(U_aa A_baᵀ) U_bb, a = 2h, b = 2h + 1; this warp's 8 columns nh.
+                // U_ab = −(U_aa A_baᵀ) U_bb, a = 2h, b = 2h + 1; this warp's 8 columns nh.
                 const int a0 = 32 * (wq >> 1), b0 = a0 + 16, nh = wq & 1;
                 float u[2][4], y[2][4] = {}, o[4] = {};
                 u_tile(u, a0, a0);
@@ -733,32 +745,30 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 u_store(o, a0, b0 + 8 * nh);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) tb_store(b0 + 8 * nh + 2 * tq + (e & 1), a0 + g + 8 * (e >> 1), o[e]);
-                mark(6);
-                bar_all();  // U_01, U_23
-                mark(12);
-                bar_all();  // Z
             } else {
-                // Z = U_0 A_10ᵀ, this warp's 8 columns (tokens 32 + 16 nb + 8 hf..): Z's row block
+                // Z = U_0 A_10ᵀ, this warp's 8 columns (tokens 32 + 16 nb + 8 hz..): Z's row block
                 // 1 is U_11 A_{2+nb,1}ᵀ; its row block 0 is U_00 A_{2+nb,0}ᵀ + U_01 A_{2+nb,1}ᵀ,
-                // whose U_01 is level 2's.
-                const int nb = wq >> 1, hf = wq & 1, zc = 16 * nb + 8 * hf;
-                uint32_t b0h[2], b0l[2], b1h[2], b1l[2];
-                b_of1(Asp + (32 + 16 * nb) * kLDA, kLDA, 1.0f, hf, b0h, b0l);
-                b_of1(Asp + (32 + 16 * nb) * kLDA + 16, kLDA, 1.0f, hf, b1h, b1l);
-                float u[2][4], z0[4] = {}, z1[4] = {};
+                // whose U_01 is level 2's (the next phase).
+                uint32_t b0h[2], b0l[2];
+                b_of1(Asp + (32 + 16 * nb) * kLDA, kLDA, 1.0f, hz, b0h, b0l);
+                b_of1(Asp + (32 + 16 * nb) * kLDA + 16, kLDA, 1.0f, hz, b1h, b1l);
+                float u[2][4], z1[4] = {};
                 u_tile(u, 0, 0);
                 mma3_1(z0, u, b0h, b0l);
                 u_tile(u, 16, 16);
                 mma3_1(z1, u, b1h, b1l);
                 z_store(z1, 16, zc);
-                mark(6);
-                bar_all();  // U_01, U_23
+            }
+            mark(6);
+            bar_all();  // U_01, U_23
+            if (wg == 1) {
+                float u[2][4];
                 u_tile(u, 0, 16);
                 mma3_1(z0, u, b1h, b1l);
                 z_store(z0, 0, zc);
-                mark(12);
-                bar_all();  // Z
             }
+            mark(12);
+            bar_all();  // Z
             // Level 3: U_01 (rows 0..31, columns 32..63) = −Z U_1; this warp's m16n8 tile
             // (rows 16 r.., columns 32 + 16 nb' + 8 hf..) sums over Z's column blocks nb <= nb'.
             {
@@ -1130,12 +1140,18 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             continue;
         }
         if constexpr (TWO) {
-            mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);
-            // PAIR: the peer may have prepared the chunk, which says nothing of this CTA's
-            // own copies of its k, q and v rows.
-            if constexpr (PAIR) mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
+            if constexpr (EARLY) {
+                // Only this CTA's copies of chunk j's rows before the first product, which
+                // reads no prep output; `full` below, before the step that does.
+                mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
+            } else {
+                mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);
+                // PAIR: the peer may have prepared the chunk, which says nothing of this CTA's
+                // own copies of its k, q and v rows.
+                if constexpr (PAIR) mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
+                if (tid == 0) ev(4, j);
+            }
             mma::fence_proxy_async_shared();
-            if (tid == 0) ev(4, j);
         }
         const unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
@@ -1161,6 +1177,11 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::wgmma_commit();
             mma::wgmma_wait_all();
             mma::fence_operand(x);
+        }
+        if constexpr (EARLY) {
+            mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);  // the prep's T diag(β), P and F
+            mma::fence_proxy_async_shared();
+            if (tid == 0) ev(4, j);
         }
         if constexpr (TC) {
             // Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ: vᵀ from the v rows (ldmatrix.trans gives
@@ -1264,7 +1285,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::wgmma_wait_all();
             mma::fence_operand(S);
             mma::fence_operand(y);
-            store_out(y, cs, L);
+            if constexpr (!EARLY) store_out(y, cs, L);
             // The stage is read: chunk j + 3 may use it (PAIR: both CTAs' stages).
             if constexpr (PAIR) {
                 if (j + 3 < nch) {
@@ -1276,6 +1297,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mbar_arrive(bars + 3 + j % 3);
             }
             if (tid == 0) ev(5, j);
+            if constexpr (EARLY) store_out(y, cs, L);  // (from registers: after the release)
             continue;
         }
         // (TWO has gone on to the next chunk above.) Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
@@ -1450,7 +1472,8 @@ int main(int argc, char** argv) {
                      (iopt("--noload", 0) ? 4 : 0);
     const int phases = iopt("--phases", 0), trace = iopt("--trace", 0);
     const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
-                        (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0) | (iopt("--split", 0) ? 256 : 0);
+                        (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0) | (iopt("--split", 0) ? 256 : 0) |
+                        (iopt("--early", 0) ? 512 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1469,6 +1492,7 @@ int main(int argc, char** argv) {
         case 176: kern = probe::fused64_kernel<176>; break;
         case 240: kern = probe::fused64_kernel<240>; break;
         case 496: kern = probe::fused64_kernel<496>; break;
+        case 1008: kern = probe::fused64_kernel<1008>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
