@@ -35,21 +35,22 @@
 //                      one 16-bit term each, P as an atom column), mbarriers full / empty /
 //                      loaded per stage; the state update and the output product are one
 //                      batch of wgmma (D's fragments as A, P's atoms as B);
+//  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
+//                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
+//                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
+//                      per chunk);
 //  --trace 1           (with --two or --pair) each chunk's event times in CTAs 0 and 1 and the
 //                      mean time of each step on the path load -> prep -> chain;
 //  --tma 1             (with --two or --pair) k, q and v copied by TMA (one thread, five boxes);
 //  --split 1           (with --pair 1 --tma 1) both prep warpgroups of a CTA on one chunk (the
 //                      CTA's every other chunk), T by 16 -> 32 -> 64 blocks of its inverse;
 //  --early 1           (with --split 1) the state warps' first product of a chunk before its
-//                      `full` wait, and the stage released before the outputs' stores;
-//  --pair 1            --two with a head's two column halves as a cluster of two CTAs that
-//                      prepare alternate chunks and bulk-copy T diag(β), P and the factors
-//                      into the peer's stage (remote mbarrier arrivals, no cluster barrier
-//                      per chunk).
+//                      `full` wait, and the stage released before the outputs' stores.
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
-// elsewhere. Results on the H200: docs/perf-notes.md v40-v41 and docs/cuda.md (nineteenth
-// and twentieth runs).
+// elsewhere. Results on the H200: docs/perf-notes.md v40-v42 and docs/cuda.md (nineteenth
+// to twenty-first runs). Built with -DGDN_PROBE_HANG_REPORT, a wait that times out records
+// where and returns (the results are then garbage) instead of trapping.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
