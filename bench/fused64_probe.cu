@@ -45,11 +45,15 @@
 //  --split 1           (with --pair 1 --tma 1) both prep warpgroups of a CTA on one chunk (the
 //                      CTA's every other chunk), T by 16 -> 32 -> 64 blocks of its inverse;
 //  --early 1           (with --split 1) the state warps' first product of a chunk before its
-//                      `full` wait, and the stage released before the outputs' stores.
+//                      `full` wait, and the stage released before the outputs' stores;
+//  --rings 1           (with --split 1) two rings instead of the three stages: four input
+//                      slots (k, q, v, g, β; chunk j in slot j % 4) and two output slots
+//                      (T diag(β), P, F; slot j % 2, the preparing CTA's rank), so a prep
+//                      waits for a free output slot only before its last stores.
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
-// elsewhere. Results on the H200: docs/perf-notes.md v40-v42 and docs/cuda.md (nineteenth
-// to twenty-first runs). Built with -DGDN_PROBE_HANG_REPORT, a wait that times out records
+// elsewhere. Results on the H200: docs/perf-notes.md v40-v43 and docs/cuda.md (nineteenth
+// to twenty-second runs). Built with -DGDN_PROBE_HANG_REPORT, a wait that times out records
 // where and returns (the results are then garbage) instead of trapping.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -65,6 +69,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -148,6 +153,23 @@ constexpr int k3As = 3 * k3Stage;
 constexpr int k3Bar = k3As + 2 * k3Scratch;   // full[3], empty[3], loaded[3]
 constexpr int k3Smem = k3Bar + 128 + 1024;
 static_assert(k3Smem <= 232448, "TWO fits the opt-in shared memory");
+// TWO's output block (T diag(β), P, F) as offsets from its start (k3Out in a stage, or
+// RINGS' output slot).
+constexpr int kOTB = 0, kOP = k3P - k3TB, kOF = k3F - k3TB;
+static_assert(kOP == 8192 && kOF == 16384 && k3OutBytes == kOF + 64 * 16, "the output block's layout");
+// RINGS (SKIP & 1024, with SPLIT): four input slots (the k and q atoms, v's atom column,
+// g and β), two output slots (the output block), the scratch (A, then T in f32 over it;
+// Z), mbarriers in_loaded[4], in_empty[4], out_full[2], out_empty[2].
+constexpr int kRG = 2 * kWQkc + 8192, kRB = kRG + 64 * 4;
+constexpr int kRIn = (kRB + 64 * 4 + 1023) / 1024 * 1024;
+constexpr int kROut = k3OutBytes;
+constexpr int kROut0 = 4 * kRIn;
+constexpr int kRAs = kROut0 + 2 * kROut;
+constexpr int kRZs = kRAs + 64 * kLDA * 4;
+constexpr int kRBar = kRZs + 32 * 36 * 4;
+constexpr int kRSmem = kRBar + 128 + 1024;
+static_assert(kROut % 1024 == 0 && kROut0 % 1024 == 0, "the output slots' atoms are 1024-aligned");
+static_assert(kRSmem <= 232448, "RINGS fits the opt-in shared memory");
 
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
@@ -178,6 +200,12 @@ __device__ __forceinline__ uint32_t peer_addr(uint32_t a, uint32_t rank) {
 }
 __device__ __forceinline__ void mbar_arrive_peer(uint32_t b) {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(b) : "memory");
+}
+// RINGS: a remote arrive with the default semantics (release at CTA scope), as CUTLASS's
+// ClusterBarrier::arrive(cta_id) has it: the release at cluster scope waited for the chunk's
+// output stores to reach global memory (ERRBAR, 8% of the state warps' time, run 153).
+__device__ __forceinline__ void mbar_arrive_peer_cta(uint32_t b) {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(b) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_tx_peer(uint32_t b, uint32_t bytes, uint32_t count) {
     asm volatile(
@@ -333,14 +361,17 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || (SKIP & ~(64 | 128 | 256 | 512)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || (SKIP & ~(64 | 128 | 256 | 512 | 1024)) == 48, "two prep warpgroups: with T on the chain, nothing else");
     constexpr bool SPLIT = (SKIP & 256) != 0;
-    static_assert(!SPLIT || (SKIP & ~512) == 496, "both prep warpgroups on one chunk: with the pair and TMA");
+    static_assert(!SPLIT || (SKIP & ~(512 | 1024)) == 496, "both prep warpgroups on one chunk: with the pair and TMA");
     // EARLY (SKIP & 512, with SPLIT): the state warps start a chunk's first product once this
     // CTA's copies have landed and wait for `full` only before the step that reads the prep's
     // outputs; they release the stage before storing the chunk's outputs.
     constexpr bool EARLY = (SKIP & 512) != 0;
     static_assert(!EARLY || SPLIT, "the early chain start: with SPLIT");
+    // RINGS (SKIP & 1024, with SPLIT, not EARLY): the input and output rings (kRIn above).
+    constexpr bool RINGS = (SKIP & 1024) != 0;
+    static_assert(!RINGS || SKIP == 1520, "the two rings: with SPLIT (not EARLY)");
     // TMA (SKIP & 128): the load warpgroup's thread 0 copies a chunk's k, q and v rows as five
     // boxes (V then in a swizzled 64 x 64 atom column, read by atom_at); g and β stay on
     // cp.async. Rows past the sequence's end are the next sequence's (or zero past the
@@ -354,18 +385,43 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     // stage too; a stage is free once both CTAs' state warps have read it.
     constexpr bool PAIR = (SKIP & 64) != 0;
     const uint32_t rank = blockIdx.x & 1, peer = rank ^ 1;
-    // TWO's compact stage (the names shadow the two-stage layout's).
-    constexpr int kU = TWO ? k3TB : probe::kU;
+    // TWO's compact stage (the names shadow the two-stage layout's). The prep's outputs
+    // (kU, kP, kPl, kF) are offsets from ostage(j): the stage itself, or with TWO its output
+    // block (RINGS: the output slot); the rest from stage(j) (RINGS: the input slot).
+    constexpr int kU = TWO ? kOTB : probe::kU;
     constexpr int kV = TWO ? k3V : probe::kV;
-    constexpr int kP = TWO ? k3P : probe::kP;
-    constexpr int kPl = TWO ? k3P : probe::kPl;  // TWO: P has no remainder (never written or read)
-    constexpr int kF = TWO ? k3F : probe::kF;
-    constexpr int kG = TWO ? k3G : probe::kG;
-    constexpr int kB = TWO ? k3B : probe::kB;
-    constexpr int kBE = TWO ? k3BE : probe::kBE;
-    auto stage = [&](int j) { return TWO ? sm + (j % 3) * k3Stage : sm + (j & 1) * kStage; };
-    uint64_t* const bars = reinterpret_cast<uint64_t*>(sm + k3Bar);  // TWO: full[3], empty[3], loaded[3]
-    if constexpr (TWO) {
+    constexpr int kP = TWO ? kOP : probe::kP;
+    constexpr int kPl = TWO ? kOP : probe::kPl;  // TWO: P has no remainder (never written or read)
+    constexpr int kF = TWO ? kOF : probe::kF;
+    constexpr int kG = RINGS ? kRG : TWO ? k3G : probe::kG;
+    constexpr int kB = RINGS ? kRB : TWO ? k3B : probe::kB;
+    constexpr int kBE = TWO ? k3BE : probe::kBE;  // (not RINGS: SPLIT never stores β e^γ)
+    auto stage = [&](int j) {
+        return RINGS ? sm + (j & 3) * kRIn : TWO ? sm + (j % 3) * k3Stage : sm + (j & 1) * kStage;
+    };
+    auto ostage = [&](int j) { return RINGS ? sm + kROut0 + (j & 1) * kROut : TWO ? stage(j) + k3Out : stage(j); };
+    // TWO: full[3], empty[3], loaded[3]; RINGS: in_loaded[4], in_empty[4], out_full[2],
+    // out_empty[2] (full and loaded by the chunk, whichever the layout).
+    uint64_t* const bars = reinterpret_cast<uint64_t*>(sm + (RINGS ? kRBar : k3Bar));
+    auto bar_full = [&](int j) { return RINGS ? bars + 8 + (j & 1) : bars + j % 3; };
+    auto bar_loaded = [&](int j) { return RINGS ? bars + (j & 3) : bars + 6 + j % 3; };
+    auto par_full = [&](int j) { return RINGS ? (j >> 1) & 1 : (j / 3) & 1; };
+    auto par_loaded = [&](int j) { return RINGS ? (j >> 2) & 1 : (j / 3) & 1; };
+    if constexpr (RINGS) {
+        // in_loaded[s]: the load warps' threads (two warps) and thread 0's expect_tx; in_empty[s]:
+        // this CTA's state threads (the prep of chunk j has read the slot before they pass
+        // out_full); out_full[o]: the preparing CTA's 256 prep threads (the peer's: one
+        // arrive of count 256 with the bulk copy's bytes); out_empty[o], in CTA o only: its
+        // state threads and a lane of each of the peer's state warps.
+        if (tid == 0)
+            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? 64 + 1 : i < 8 ? 128 : i < 10 ? 256 : 128 + 4);
+        // T diag(β)'s blocks above the diagonal are never written: zero them in both output
+        // slots (the peer's copies carry its zeros) before the peer may copy into them.
+        for (int i = tid; i < 2 * 8192 / 4; i += 512)
+            reinterpret_cast<uint32_t*>(sm + kROut0 + (i / 2048) * kROut + kOTB)[i % 2048] = 0u;
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        cluster_sync_all();
+    } else if constexpr (TWO) {
         // full[s]: the producing warpgroup's threads (PAIR: from the peer as one arrive of
         // count 128, with the bulk copy's bytes); empty[s]: the state threads (PAIR: and a
         // lane of each of the peer's state warps); loaded[s]: the load warpgroup's threads.
@@ -414,7 +470,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         const int L = int(eos - cs < C ? eos - cs : C);
         if constexpr (TMA) {
             if (lt == 0) {
-                uint64_t* bar = bars + 6 + j % 3;
+                uint64_t* bar = bar_loaded(j);
                 mbar_arrive_tx(bar, 5 * 8192);
                 const int t0 = int(cs);
                 tma_3d(st + kK, &a.tk, 0, kh, t0, bar);
@@ -429,7 +485,13 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     tma_prefetch_3d(&a.tv, c0, h, t0 + C);
                 }
             }
-            if (lt < 128) {
+            if constexpr (RINGS) {
+                // (Two warps: a token's g and β each.)
+                const int t = lt & 63;
+                const bool ok = t < L;
+                cp_async4(st + kG + 4 * t, ok ? a.g + (cs + t) * a.Hv + h : a.g, ok ? 4 : 0);
+                cp_async4(st + kB + 4 * t, ok ? a.beta + (cs + t) * a.Hv + h : a.beta, ok ? 4 : 0);
+            } else if (lt < 128) {
                 const int t = lt & 63;
                 const bool ok = t < L;
                 const float* src = lt < 64 ? a.g : a.beta;
@@ -484,15 +546,38 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         // ------------------------------------------------------------ load (TWO)
         if constexpr (TWO) {
             asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegLoad) : "memory");
-            // Chunk j into stage j % 3 once chunk j − 3 is read; loaded[s] completes when
-            // every thread's copies have landed (cp.async.mbarrier.arrive.noinc).
+            if (RINGS && warp >= 14) {
+                // RINGS: one thread hands this CTA's prepared chunks to the peer (the bulk copy
+                // of the output slot and the peer's out_full arrivals), off the prep's path:
+                // issued from a prep thread, it held the prep warpgroups at their next barrier
+                // (~0.25 µs a chunk, run 151). Chunk j + 2's phase of out_full needs the peer's
+                // chain to have read chunk j's copy, so the parity wait is unambiguous.
+                if (tid == 448) {
+                    for (int j = int(rank); j < nch; j += 2) {
+                        mbar_wait(bar_full(j), par_full(j));
+                        const uint32_t pb = peer_addr(smem_addr(bar_full(j)), peer);
+                        const uint32_t src = smem_addr(ostage(j));
+                        mbar_arrive_tx_peer(pb, kROut, 256);
+                        bulk_to_peer(peer_addr(src, peer), src, kROut, pb);
+                        ev(3, j);
+                    }
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                }
+                return;
+            }
+            // Chunk j into stage j % 3 once chunk j − 3 is read (RINGS: input slot j % 4 once
+            // chunk j − 4 is, by this CTA's state warps alone); loaded completes when every
+            // thread's copies have landed (cp.async.mbarrier.arrive.noinc).
+            // (RINGS: warps 12 and 13.)
             for (int j = 0; j < nch; ++j) {
-                const int s = j % 3, u = j / 3;
-                mbar_wait<PAIR>(bars + 3 + s, (u & 1) ^ 1);
+                if constexpr (RINGS)
+                    mbar_wait(bars + 4 + (j & 3), ((j >> 2) & 1) ^ 1);
+                else
+                    mbar_wait<PAIR>(bars + 3 + j % 3, ((j / 3) & 1) ^ 1);
                 if (tid == 384) ev(0, j);
                 load(j, tid - 384);
                 if (tid == 384) ev(1, j);
-                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bars + 6 + s))
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar_loaded(j)))
                              : "memory");
             }
             cp_async_wait_all();
@@ -529,12 +614,13 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             }
             x1 += __shfl_sync(0xffffffffu, x0, 31);
         };
-        // (store_f: F from γ; with_g also γ into G and β e^γ into BE, for the prep's later reads.)
-        auto store_f = [&](unsigned char* st, int L, float x0, float x1, bool with_g) {
+        // (store_f: F from γ into so's; with_g also γ into G and β e^γ into BE of st, for the
+        // prep's later reads.)
+        auto store_f = [&](unsigned char* st, unsigned char* so, int L, float x0, float x1, bool with_g) {
             float* G = reinterpret_cast<float*>(st + kG);
             const float* Bt = reinterpret_cast<const float*>(st + kB);
             float* BE = reinterpret_cast<float*>(st + kBE);
-            float4* F = reinterpret_cast<float4*>(st + kF);
+            float4* F = reinterpret_cast<float4*>(so + kF);
             const float gl = __shfl_sync(0xffffffffu, (L - 1) < 32 ? x0 : x1, (L - 1) & 31);
             if (with_g) {
                 G[lane] = x0, G[lane + 32] = x1;
@@ -544,10 +630,10 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
             F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
         };
-        auto factors = [&](unsigned char* st, int L) {
+        auto factors = [&](unsigned char* st, unsigned char* so, int L) {
             float x0, x1;
             scan_gamma(st, x0, x1);
-            store_f(st, L, x0, x1, true);
+            store_f(st, so, L, x0, x1, true);
         };
         // k·kᵀ (qk false) or q·kᵀ (true), 64 x 64, as 8 wgmma m64n64k16 with both operands
         // from the stage's atoms: a warpgroup's; warp wq holds rows 16 wq...
@@ -612,7 +698,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::mma16<M>(acc, ah, bh);
         };
         // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq (lane c a column), from
-        // A (rows of ldA) into dst: rows 16 wq.., columns col0...
+        // A (rows of ldA) into dst: rows 16 wq.., columns col0.. (dst may be A's block itself:
+        // the warp's reads are done before its stores).
         auto t_diag = [&](const float* A, float* dst, int ld, int col0) {
             const int cc = lane & 15, b0 = 16 * wq;
             float Tc[16];
@@ -625,6 +712,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
                 Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
             }
+            __syncwarp();
             if (lane < 16)
 #pragma unroll
                 for (int r = 0; r < 16; ++r) dst[(b0 + r) * ld + col0 + cc] = Tc[r];
@@ -642,9 +730,13 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         //  - T (f32, rows t, in Tf) then T diag(β) into the atom column by all 256 threads.
         // Scratch: A in the first warpgroup's, Tf and Z in the second's; Tf's blocks above
         // the diagonal stay zero.
+        // RINGS: no Tf; T's f32 blocks are written over A's (As), each after its last read:
+        // the diagonal ones by their warp, the level-2 ones (1, 0) and (3, 2) after warpgroup
+        // 0's barrier; the blocks Z reads, (2, 0), (2, 1), (3, 0), (3, 1), stay A's.
         const int w8 = warp - 4, wg = w8 >> 2;
-        float* const Tf = reinterpret_cast<float*>(sm + k3As + k3Scratch);
-        float* const Zs = reinterpret_cast<float*>(sm + k3As + k3Scratch + 64 * kLDA * 4);
+        float* const Asp = reinterpret_cast<float*>(sm + (RINGS ? kRAs : k3As));
+        float* const Tf = RINGS ? Asp : reinterpret_cast<float*>(sm + k3As + k3Scratch);
+        float* const Zs = reinterpret_cast<float*>(sm + (RINGS ? kRZs : k3As + k3Scratch + 64 * kLDA * 4));
         constexpr int kLDZ = 36;
         static_assert(32 * kLDZ * 4 <= 64 * kLDT * 4, "Z fits the second warpgroup's T scratch");
         auto bar_all = [] { asm volatile("barrier.sync 1, 256;\n" ::: "memory"); };
@@ -676,52 +768,72 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         };
         auto prep_split = [&](int j, int L) {
             unsigned char* st = stage(j);
+            unsigned char* so = ostage(j);
             const float* Bt = reinterpret_cast<const float*>(st + kB);
-            float* const Asp = reinterpret_cast<float*>(sm + k3As);
             // T diag(β)'s element (t, c) into the atom column (rows t, columns c), one 16-bit
             // term (the blocks above the diagonal hold the zeros written at the start).
             auto tb_store = [&](int t, int c, float v) {
-                *reinterpret_cast<__nv_bfloat16*>(st + kU + atom_at(t, c, 0)) = __float2bfloat16_rn(v * Bt[c]);
+                *reinterpret_cast<__nv_bfloat16*>(so + kU + atom_at(t, c, 0)) = __float2bfloat16_rn(v * Bt[c]);
             };
             // The product (k·kᵀ for warpgroup 0, q·kᵀ for 1) runs while every warp scans γ
-            // itself (no barrier for it); warp 0 stores the state warps' factors F.
+            // itself (no barrier for it); warp 0 stores the state warps' factors F (RINGS:
+            // at the end, with the other outputs).
             float x[8][4] = {};
             float y0, y1;
             product(x, st, wg == 1, [&] {
                 scan_gamma(st, y0, y1);
-                if (w8 == 0) store_f(st, L, y0, y1, false);
+                if (!RINGS && w8 == 0) store_f(st, so, L, y0, y1, false);
             });
+            uint32_t pk[2][8];  // RINGS: P's 16-bit pairs (warpgroup 1) until the output slot is free
             mark(2);
             // A (warpgroup 0, strictly lower, f32) or P (1, lower, one 16-bit term in an atom
-            // column) of rows 16 wq..; γ by shuffles.
+            // column) of rows 16 wq..; γ by shuffles, each column's once for both row halves.
+            // (One loop per warpgroup: a branch inside the unrolled loop kept the compiler
+            // from overlapping its iterations, run 153.)
+            auto a_or_p = [&](auto is_a) {
+                constexpr bool kIsA = decltype(is_a)::value;
+                float gt[2], bt[2];
 #pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int t = 16 * wq + g + 8 * hf;
-                const float gt = __shfl_sync(0xffffffffu, wq < 2 ? y0 : y1, t & 31), bt = Bt[t];
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int t = 16 * wq + g + 8 * hf;
+                    gt[hf] = __shfl_sync(0xffffffffu, wq < 2 ? y0 : y1, t & 31), bt[hf] = Bt[t];
+                }
 #pragma unroll
                 for (int nt = 0; nt < 8; ++nt) {
                     const int i = 8 * nt + 2 * tq;
                     const float gi0 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, i & 31);
                     const float gi1 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, (i + 1) & 31);
-                    const float e0 = __expf(gt - gi0), e1 = __expf(gt - gi1);
-                    if (wg == 0) {
-                        *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
-                            make_float2(i < t ? bt * e0 * x[nt][2 * hf] : 0.0f, i + 1 < t ? bt * e1 * x[nt][2 * hf + 1] : 0.0f);
-                    } else {
-                        const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
-                        const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
-                        *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int t = 16 * wq + g + 8 * hf;
+                        const float e0 = __expf(gt[hf] - gi0), e1 = __expf(gt[hf] - gi1);
+                        if constexpr (kIsA) {
+                            *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
+                                make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
+                                            i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
+                        } else {
+                            const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                            const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                            if constexpr (RINGS)
+                                pk[hf][nt] = mma::pack2<M>(p0, p1);
+                            else
+                                *reinterpret_cast<uint32_t*>(so + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+                        }
                     }
                 }
-            }
+            };
+            if (wg == 0)
+                a_or_p(std::true_type{});
+            else
+                a_or_p(std::false_type{});
             mark(11);
             if (wg == 0) {
                 wg_bar(3);  // A (warpgroup 0's)
                 t_diag(Asp, Tf, kLDA, 16 * wq);
                 // The diagonal block's T diag(β): lane c < 16 holds column 16 wq + c (Tf's row
-                // of this warp, read back: its own stores).
+                // of this warp, read back: its own stores). RINGS: at the end.
                 __syncwarp();
-                if (lane < 16)
+                if (!RINGS && lane < 16)
 #pragma unroll
                     for (int r = 0; r < 16; ++r)
                         tb_store(16 * wq + r, 16 * wq + lane, Tf[(16 * wq + r) * kLDA + 16 * wq + lane]);
@@ -743,9 +855,11 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mma3(y, u, bh, bl);
                 b_of1(Tf + b0 * kLDA + b0, kLDA, -1.0f, nh, ch, cl);
                 mma3_1(o, y, ch, cl);
+                if constexpr (RINGS) wg_bar(3);  // both warps of the block have read A_ba: T_ba over it
                 u_store(o, a0, b0 + 8 * nh);
+                if constexpr (!RINGS)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) tb_store(b0 + 8 * nh + 2 * tq + (e & 1), a0 + g + 8 * (e >> 1), o[e]);
+                    for (int e = 0; e < 4; ++e) tb_store(b0 + 8 * nh + 2 * tq + (e & 1), a0 + g + 8 * (e >> 1), o[e]);
             } else {
                 // Z = U_0 A_10ᵀ, this warp's 8 columns (tokens 32 + 16 nb + 8 hz..): Z's row block
                 // 1 is U_11 A_{2+nb,1}ᵀ; its row block 0 is U_00 A_{2+nb,0}ᵀ + U_01 A_{2+nb,1}ᵀ,
@@ -784,6 +898,34 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     b_of1(Tf + (32 + 16 * nbp) * kLDA + 32 + 16 * nb, kLDA, -1.0f, hf, bh, bl);
                     mma3_1(o, z, bh, bl);
                 }
+                if constexpr (RINGS) {
+                    // The output slot is free once both CTAs' state warps have read chunk
+                    // j − 2 from it (this CTA's and the peer's copy): only now. (Waiting in
+                    // warpgroup 1 right after P, while warpgroup 0 forms T's diagonal blocks, and
+                    // storing P and F then lost 17%, run 154.)
+                    mark(13);
+                    mbar_wait(bars + 10 + (j & 1), ((j >> 1) & 1) ^ 1);
+                    mark(14);
+                    if (w8 == 0) store_f(st, so, L, y0, y1, false);
+                    if (wg == 1)
+#pragma unroll
+                        for (int hf2 = 0; hf2 < 2; ++hf2)
+#pragma unroll
+                            for (int nt = 0; nt < 8; ++nt)
+                                *reinterpret_cast<uint32_t*>(so + kP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) =
+                                    pk[hf2][nt];
+                    // T diag(β)'s blocks from T's f32 ones in As: the four diagonal ones, (1, 0)
+                    // and (3, 2), as 16-bit pairs (768 of them, three a thread).
+#pragma unroll
+                    for (int i3 = 0; i3 < 3; ++i3) {
+                        const int id = tid - 128 + 256 * i3, blk = id >> 7, rr = (id >> 3) & 15, cp = 2 * (id & 7);
+                        const int rb = blk < 4 ? blk : blk == 4 ? 1 : 3, cb = blk < 4 ? blk : rb - 1;
+                        const int t = 16 * rb + rr, c = 16 * cb + cp;
+                        const float2 v = *reinterpret_cast<const float2*>(Tf + t * kLDA + c);
+                        *reinterpret_cast<__nv_bfloat162*>(so + kU + atom_at(t, c, 0)) =
+                            __floats2bfloat162_rn(v.x * Bt[c], v.y * Bt[c + 1]);
+                    }
+                }
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     tb_store(32 + 16 * nbp + 8 * hf + 2 * tq + (e & 1), 16 * r + g + 8 * (e >> 1), o[e]);
@@ -793,11 +935,12 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         };
         auto prep = [&](int j, int L) {
             unsigned char* st = stage(j);
+            unsigned char* so = ostage(j);
             float* G = reinterpret_cast<float*>(st + kG);
             const float* Bt = reinterpret_cast<const float*>(st + kB);
             float* BE = reinterpret_cast<float*>(st + kBE);
             // γ (running sum of g), and the per-token factors: warp 0.
-            if (wq == 0) factors(st, L);
+            if (wq == 0) factors(st, so, L);
             // k·kᵀ and q·kᵀ (64 x 64 each) as 16 wgmma m64n64k16 with both operands
             // from the atoms; warp wq holds rows 16 wq.. of both.
             float kk[8][4] = {}, qk[8][4] = {};
@@ -809,8 +952,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             // A (strictly lower, f32) and P (lower, 16-bit value and remainder) of
             // rows 16 wq..: one exponential for both (TWO: P as one term, in an atom column).
             {
-                uint32_t* Ph = reinterpret_cast<uint32_t*>(st + kP);
-                uint32_t* Pl = reinterpret_cast<uint32_t*>(st + kPl);
+                uint32_t* Ph = reinterpret_cast<uint32_t*>(so + kP);
+                uint32_t* Pl = reinterpret_cast<uint32_t*>(so + kPl);
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
                     const int t = 16 * wq + g + 8 * hf;
@@ -830,7 +973,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                         if constexpr (TWO) {
                             // One 16-bit term, in an atom column (rows t, columns i): the
                             // state warps' output wgmma reads it as B.
-                            *reinterpret_cast<uint32_t*>(st + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
+                            *reinterpret_cast<uint32_t*>(so + kP + atom_at(t, i, 0)) = mma::pack2<M>(p0, p1);
                         } else {
                             uint32_t lo;
                             const uint32_t hi = mma::pack_split<M>(p0, p1, &lo);
@@ -896,8 +1039,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     const uint32_t h2 = mma::pack_split<M>(y[1][0], y[1][1], &l[2]);
                     const uint32_t h3 = mma::pack_split<M>(y[1][2], y[1][3], &l[3]);
                     const int t = 16 * i + 8 * (mi >> 1) + r8, c = 16 * wq + 8 * (mi & 1);
-                    mma::stmatrix_x4_trans(st + kU + atom_at(t, c, 0), h0, h1, h2, h3);
-                    if constexpr (!TWO) mma::stmatrix_x4_trans(st + kU + 8192 + atom_at(t, c, 0), l[0], l[1], l[2], l[3]);
+                    mma::stmatrix_x4_trans(so + kU + atom_at(t, c, 0), h0, h1, h2, h3);
+                    if constexpr (!TWO) mma::stmatrix_x4_trans(so + kU + 8192 + atom_at(t, c, 0), l[0], l[1], l[2], l[3]);
                 }
                 mark(7);
             } else {
@@ -958,7 +1101,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 }
                 mark(6);
                 // −W (bf16) into the WQ atoms by stmatrix.trans; Ũᵀ (f32) into U.
-                float* U = reinterpret_cast<float*>(st + kU);
+                float* U = reinterpret_cast<float*>(so + kU);
 #pragma unroll
                 for (int mt = 0; mt < 3; ++mt) {
                     const int xb = 48 * wq + 16 * mt;
@@ -997,7 +1140,23 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             const int64_t cs = bos + int64_t(j) * C;
             return int(eos - cs < C ? eos - cs : C);
         };
-        if constexpr (SPLIT) {
+        if constexpr (RINGS) {
+            // Chunks rank, rank + 2, ... by both warpgroups. Input slot j % 4 holds only this
+            // CTA's chunks to prepare (j, j ± 4, ...), so `in_loaded`'s parity is unambiguous:
+            // chunk j + 4's copies need chain(j), which needs this prep. The output slot's
+            // wait is in prep_split, before its first store.
+            for (int j = int(rank); j < nch; j += 2) {
+                mbar_wait(bar_loaded(j), par_loaded(j));
+                mma::fence_proxy_async_shared();
+                bar_all();  // (and the previous chunk's reads of the scratch are done)
+                mark(0);
+                if (tid == 128) ev(2, j);
+                prep_split(j, chunk_len(j));
+                mbar_arrive(bar_full(j));  // (the load warpgroup's thread 448 copies it to the peer)
+                mark(1);
+            }
+            return;
+        } else if constexpr (SPLIT) {
             // Chunks rank, rank + 2, ... by both warpgroups. A parity wait tells only adjacent
             // phases apart, and `loaded[s]` may be a phase behind (chunk j − 3, the peer's to
             // prepare, not landed) or already past chunk j's (its load can land while this CTA
@@ -1014,17 +1173,19 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mbar_wait(bars + 6 + s, u & 1);
                 mma::fence_proxy_async_shared();
                 bar_all();  // (and the previous chunk's reads of the scratch are done)
+                mark(0);
                 if (tid == 128) ev(2, j);
                 prep_split(j, chunk_len(j));
                 mbar_arrive(bars + s);
                 bar_all();  // every thread's stores (fenced for the async proxy) are done
                 if (tid == 128) {
                     const uint32_t pb = peer_addr(smem_addr(bars + s), peer);
-                    const uint32_t src = smem_addr(stage(j) + k3Out);
+                    const uint32_t src = smem_addr(ostage(j));
                     mbar_arrive_tx_peer(pb, k3OutBytes, 256);
                     bulk_to_peer(peer_addr(src, peer), src, k3OutBytes, pb);
                     ev(3, j);
                 }
+                mark(1);
             }
             if (tid == 128) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             return;
@@ -1051,7 +1212,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     if (tw == 0) {
                         // The peer's full[s] takes the 128 arrivals at once, and the bytes.
                         const uint32_t pb = peer_addr(smem_addr(bars + s), peer);
-                        const uint32_t src = smem_addr(stage(j) + k3Out);
+                        const uint32_t src = smem_addr(ostage(j));
                         mbar_arrive_tx_peer(pb, k3OutBytes, 128);
                         bulk_to_peer(peer_addr(src, peer), src, k3OutBytes, pb);
                     }
@@ -1144,21 +1305,25 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             if constexpr (EARLY) {
                 // Only this CTA's copies of chunk j's rows before the first product, which
                 // reads no prep output; `full` below, before the step that does.
-                mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
+                mbar_wait(bar_loaded(j), par_loaded(j));
             } else {
-                mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);
+                // (RINGS: at CTA scope, as CUTLASS waits for a cluster's barriers: the
+                // cluster-scope acquire invalidated L1 each chunk, CCTL.IVALL, run 153.)
+                mbar_wait<(PAIR && !RINGS)>(bar_full(j), par_full(j));
                 // PAIR: the peer may have prepared the chunk, which says nothing of this CTA's
                 // own copies of its k, q and v rows.
-                if constexpr (PAIR) mbar_wait(bars + 6 + j % 3, (j / 3) & 1);
+                if constexpr (PAIR) mbar_wait(bar_loaded(j), par_loaded(j));
                 if (tid == 0) ev(4, j);
             }
             mma::fence_proxy_async_shared();
+            mark(3);
         }
         const unsigned char* st = stage(j);
+        const unsigned char* so = ostage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
         const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kK);
-        const float4* F = reinterpret_cast<const float4*>(st + kF);
+        const float4* F = reinterpret_cast<const float4*>(so + kF);
         float x[16][4] = {};
         {
             uint32_t sa[8][4];
@@ -1180,7 +1345,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::fence_operand(x);
         }
         if constexpr (EARLY) {
-            mbar_wait<PAIR>(bars + j % 3, (j / 3) & 1);  // the prep's T diag(β), P and F
+            mbar_wait<PAIR>(bar_full(j), par_full(j));  // the prep's T diag(β), P and F
             mma::fence_proxy_async_shared();
             if (tid == 0) ev(4, j);
         }
@@ -1220,7 +1385,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             for (int jt = 0; jt < 8; ++jt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) x[jt][e] = 0.0f;
-            const uint32_t tb = smem_addr(st + kU);
+            const uint32_t tb = smem_addr(so + kU);
             mma::fence_operand(ah);
             mma::fence_operand(al);
             mma::fence_operand(dlo);
@@ -1240,7 +1405,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         } else
         // Dᵀ += Ũᵀ.
         {
-            const float* U = reinterpret_cast<const float*>(st + kU) + (16 * warp + g) * kLDU + 2 * tq;
+            const float* U = reinterpret_cast<const float*>(so + kU) + (16 * warp + g) * kLDU + 2 * tq;
 #pragma unroll
             for (int jt = 0; jt < 8; ++jt) {
                 const float2 u0 = *reinterpret_cast<const float2*>(U + 8 * jt);
@@ -1267,7 +1432,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             float (&yhi)[4][4] = *reinterpret_cast<float(*)[4][4]>(&x[12][0]);
             scale_yq(y, F);
             decay_state(F);
-            const uint32_t pb = smem_addr(st + kP);
+            const uint32_t pb = smem_addr(so + kP);
             mma::fence_operand(S);
             mma::fence_operand(y);
             mma::fence_operand(d2);
@@ -1286,9 +1451,21 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             mma::wgmma_wait_all();
             mma::fence_operand(S);
             mma::fence_operand(y);
-            if constexpr (!EARLY) store_out(y, cs, L);
-            // The stage is read: chunk j + 3 may use it (PAIR: both CTAs' stages).
-            if constexpr (PAIR) {
+            if constexpr (!EARLY && !RINGS) store_out(y, cs, L);
+            // The stage is read: chunk j + 3 may use it (PAIR: both CTAs' stages). RINGS: the
+            // input slot (this CTA's) for chunk j + 4, the output slot (the preparing CTA's,
+            // o = j % 2, whose copy the peer's bulk copy overwrites) for chunk j + 2.
+            if constexpr (RINGS) {
+                if (j + 4 < nch) mbar_arrive(bars + 4 + (j & 3));
+                if (j + 2 < nch) {
+                    if (uint32_t(j & 1) == rank) {
+                        mbar_arrive(bars + 10 + (j & 1));
+                    } else {
+                        __syncwarp();
+                        if (lane == 0) mbar_arrive_peer_cta(peer_addr(smem_addr(bars + 10 + (j & 1)), peer));
+                    }
+                }
+            } else if constexpr (PAIR) {
                 if (j + 3 < nch) {
                     mbar_arrive(bars + 3 + j % 3);
                     __syncwarp();
@@ -1298,7 +1475,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 mbar_arrive(bars + 3 + j % 3);
             }
             if (tid == 0) ev(5, j);
-            if constexpr (EARLY) store_out(y, cs, L);  // (from registers: after the release)
+            if constexpr (EARLY || RINGS) store_out(y, cs, L);  // (from registers: after the release)
+            mark(4);
             continue;
         }
         // (TWO has gone on to the next chunk above.) Sᵀ = e^{γ_last} Sᵀ + D2ᵀ k.
@@ -1320,8 +1498,8 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
         {
             float (&y)[8][4] = *reinterpret_cast<float(*)[8][4]>(&x[8][0]);
             scale_yq(y, F);
-            const uint16_t* Ph = reinterpret_cast<const uint16_t*>(st + kP);
-            const uint16_t* Pl = reinterpret_cast<const uint16_t*>(st + kPl);
+            const uint16_t* Ph = reinterpret_cast<const uint16_t*>(so + kP);
+            const uint16_t* Pl = reinterpret_cast<const uint16_t*>(so + kPl);
 #pragma unroll
             for (int s = 0; s < 4; ++s)
 #pragma unroll
@@ -1474,7 +1652,7 @@ int main(int argc, char** argv) {
     const int phases = iopt("--phases", 0), trace = iopt("--trace", 0);
     const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
                         (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0) | (iopt("--split", 0) ? 256 : 0) |
-                        (iopt("--early", 0) ? 512 : 0);
+                        (iopt("--early", 0) ? 512 : 0) | (iopt("--rings", 0) ? 1024 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1494,6 +1672,7 @@ int main(int argc, char** argv) {
         case 240: kern = probe::fused64_kernel<240>; break;
         case 496: kern = probe::fused64_kernel<496>; break;
         case 1008: kern = probe::fused64_kernel<1008>; break;
+        case 1520: kern = probe::fused64_kernel<1520>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
@@ -1502,7 +1681,7 @@ int main(int argc, char** argv) {
         std::printf("--trace needs --two 1 or --pair 1\n");
         return 1;
     }
-    const int smem = two ? probe::k3Smem : probe::kSmem;
+    const int smem = (cluster & 1024) ? probe::kRSmem : two ? probe::k3Smem : probe::kSmem;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(2 * Hv, N);
     cudaLaunchConfig_t cfg = {};
@@ -1608,7 +1787,11 @@ int main(int argc, char** argv) {
         // (with the barrier), 12 / 14 the solve's block rows 0, 2 / 1, 3 (R and the products
         // with the earlier blocks), 13 / 15 their T_ii products, 6 (nothing), 7 the stores of
         // −W and Ũᵀ, 8 the proxy fence, 9 barrier 2 and the next chunk's copies issued, 10
-        // the step barrier.
+        // the step barrier. SPLIT: prep warps 0 the `loaded` wait and barrier, 2 γ and the
+        // product, 11 A and P, 5 T's diagonal blocks, 6 level 2 and Z's first terms, 12 Z's
+        // last, 7 level 3 and the stores (RINGS: 13 level 3, 14 the `out_empty` wait, 7 the
+        // stores), 1 the arrivals and the bulk copy; TWO's state warps: 3 the waits, 4 a
+        // chunk's work.
         if (phases) {
         unsigned long long dbg[12][16];
         CK(cudaMemcpyFromSymbol(dbg, probe::g_dbg, sizeof dbg));
@@ -1648,12 +1831,13 @@ int main(int argc, char** argv) {
                             tr[c][5][j] * us);
             }
             // Means over the middle chunks: where a chunk's time goes on the path
-            // chain(j − 3) released → load(j) → prep(j) → chain(j).
+            // chain(j − 3) released → load(j) → prep(j) → chain(j) (--rings: chain(j − 4)).
+            const int ring = (cluster & 1024) ? 4 : 3;
             double n = 0, wait_empty = 0, issue = 0, wait_loaded = 0, prep = 0, handoff = 0, gap = 0, work = 0;
-            for (int j = std::max(3, nch / 8); j < nch - nch / 8; ++j) {
+            for (int j = std::max(ring, nch / 8); j < nch - nch / 8; ++j) {
                 if (prep_cta(j) != c) continue;
                 n += 1;
-                wait_empty += tr[c][0][j] - tr[c][5][j - 3];
+                wait_empty += tr[c][0][j] - tr[c][5][j - ring];
                 issue += tr[c][1][j] - tr[c][0][j];
                 wait_loaded += tr[c][2][j] - tr[c][1][j];
                 prep += tr[c][3][j] - tr[c][2][j];
@@ -1662,10 +1846,10 @@ int main(int argc, char** argv) {
                 work += tr[c][5][j] - tr[c][4][j];
             }
             if (n > 0)
-                std::printf("  means (µs, %d chunks): released(j-3)->load pass %.2f, copies issued %.2f, "
+                std::printf("  means (µs, %d chunks): released(j-%d)->load pass %.2f, copies issued %.2f, "
                             "issued->prep start %.2f, prep %.2f, prep end->chain pass %.2f; chain: wait %.2f, "
                             "work %.2f\n",
-                            int(n), wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
+                            int(n), ring, wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
                             handoff / n * us, gap / n * us, work / n * us);
         }
     }
