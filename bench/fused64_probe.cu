@@ -49,10 +49,14 @@
 //  --rings 1           (with --split 1) two rings instead of the three stages: four input
 //                      slots (k, q, v, g, β; chunk j in slot j % 4) and two output slots
 //                      (T diag(β), P, F; slot j % 2, the preparing CTA's rank), so a prep
-//                      waits for a free output slot only before its last stores.
+//                      waits for a free output slot only before its last stores;
+//  --balance 1         (with --rings 1) warpgroup 1 forms Pᵀ = k·qᵀ (stored as P by
+//                      stmatrix.trans), so that A's and Pᵀ's live tiles balance the four
+//                      schedulers; the exponentials without the denormal guard; T's
+//                      diagonal blocks from 16-byte row loads (perf-notes v44).
 //
 // Built by CMake where CUDA is on (sm_90a: wgmma); runs on an sm_90 device, says "skipped"
-// elsewhere. Results on the H200: docs/perf-notes.md v40-v43 and docs/cuda.md (nineteenth
+// elsewhere. Results on the H200: docs/perf-notes.md v40-v44 and docs/cuda.md (nineteenth
 // to twenty-second runs). Built with -DGDN_PROBE_HANG_REPORT, a wait that times out records
 // where and returns (the results are then garbage) instead of trapping.
 #include <cuda.h>
@@ -131,6 +135,7 @@ constexpr int kBE = kB + 64 * 4;          // β e^γ [64]
 constexpr int kStageRaw = kBE + 64 * 4;
 constexpr int kStage = (kStageRaw + 1023) / 1024 * 1024;
 constexpr int kLDA = 68;
+static_assert(kLDA % 4 == 0, "--balance reads A's rows by 16-byte loads");
 constexpr int kAs = 2 * kStage;           // A [64][68] f32
 constexpr int kLDT = 20;
 constexpr int kTd = kAs + 64 * kLDA * 4;  // the diagonal blocks of T, [64][20] f32
@@ -180,6 +185,14 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
 // thread of the CTA executes the same barrier instruction (block_barrier's
 // comment, src/cuda/device_common.cuh); the state warps never reach this one.
 __device__ __forceinline__ void wg1_bar() { asm volatile("barrier.sync 1, 128;\n" ::: "memory"); }
+// e^x as __expf computes it (x · log2 e, then ex2.approx) but flushing denormal results to
+// zero: no guard around MUFU.EX2, and volatile, so that it runs unconditionally and a select
+// masks it, not a branch (--balance, perf-notes v44).
+__device__ __forceinline__ float exp_ftz(float x) {
+    float y;
+    asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x * 1.44269504088896341f));
+    return y;
+}
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("barrier.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
 // mbarriers in shared memory (TWO): init, arrive, wait for the phase of the given parity.
@@ -361,9 +374,9 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     const int nch = int((eos - bos + C - 1) / C);
     if (nch == 0) return;
     constexpr bool TWO = (SKIP & 32) != 0;
-    static_assert(!TWO || (SKIP & ~(64 | 128 | 256 | 512 | 1024)) == 48, "two prep warpgroups: with T on the chain, nothing else");
+    static_assert(!TWO || (SKIP & ~(64 | 128 | 256 | 512 | 1024 | 2048)) == 48, "two prep warpgroups: with T on the chain, nothing else");
     constexpr bool SPLIT = (SKIP & 256) != 0;
-    static_assert(!SPLIT || (SKIP & ~(512 | 1024)) == 496, "both prep warpgroups on one chunk: with the pair and TMA");
+    static_assert(!SPLIT || (SKIP & ~(512 | 1024 | 2048)) == 496, "both prep warpgroups on one chunk: with the pair and TMA");
     // EARLY (SKIP & 512, with SPLIT): the state warps start a chunk's first product once this
     // CTA's copies have landed and wait for `full` only before the step that reads the prep's
     // outputs; they release the stage before storing the chunk's outputs.
@@ -371,7 +384,10 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
     static_assert(!EARLY || SPLIT, "the early chain start: with SPLIT");
     // RINGS (SKIP & 1024, with SPLIT, not EARLY): the input and output rings (kRIn above).
     constexpr bool RINGS = (SKIP & 1024) != 0;
-    static_assert(!RINGS || SKIP == 1520, "the two rings: with SPLIT (not EARLY)");
+    static_assert(!RINGS || (SKIP & ~2048) == 1520, "the two rings: with SPLIT (not EARLY)");
+    // BAL (SKIP & 2048, with RINGS): the prep's tiles balanced over the schedulers (a_or_pt).
+    constexpr bool BAL = (SKIP & 2048) != 0;
+    static_assert(!BAL || RINGS, "--balance: with --rings");
     // TMA (SKIP & 128): the load warpgroup's thread 0 copies a chunk's k, q and v rows as five
     // boxes (V then in a swizzled 64 x 64 atom column, read by atom_at); g and β stay on
     // cp.async. Rows past the sequence's end are the next sequence's (or zero past the
@@ -645,8 +661,16 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             };
             mma::fence_operand(x);
             mma::wgmma_fence();
+            // BAL: k·qᵀ instead of q·kᵀ (warpgroup 1's Pᵀ, rows the keys), chosen at compile
+            // time: a run-time branch around the wgmma made ptxas serialize every wgmma of the
+            // kernel, the chain's too (C7520, run 162).
+            if constexpr (BAL) {
 #pragma unroll
-            for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(at, s, kcs), desc(ka, s, kKc));
+                for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(ka, s, kKc), desc(at, s, kcs));
+            } else {
+#pragma unroll
+                for (int s = 0; s < 8; ++s) wgmma_ss_n64(x, desc(at, s, kcs), desc(ka, s, kKc));
+            }
             mma::wgmma_commit();
             meanwhile();
             mma::wgmma_wait_all();
@@ -705,11 +729,23 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
             float Tc[16];
 #pragma unroll
             for (int r = 0; r < 16; ++r) {
-                // Four partial sums: a quarter of the dependent chain.
+                // Four partial sums: a quarter of the dependent chain. (BAL: the row by
+                // 16-byte loads, kLDA and b0 keep them aligned; each sum in the same order.)
                 float x[4] = {r == cc ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
                 const float* Ar = A + (b0 + r) * kLDA + b0;
+                if constexpr (BAL) {
 #pragma unroll
-                for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
+                    for (int m4 = 0; 4 * m4 < r; ++m4) {
+                        const float4 a4 = reinterpret_cast<const float4*>(Ar)[m4];
+                        const float av[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+                        for (int u = 0; u < 4; ++u)
+                            if (4 * m4 + u < r) x[u] -= av[u] * Tc[4 * m4 + u];
+                    }
+                } else {
+#pragma unroll
+                    for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
+                }
                 Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
             }
             __syncwarp();
@@ -784,7 +820,7 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                 scan_gamma(st, y0, y1);
                 if (!RINGS && w8 == 0) store_f(st, so, L, y0, y1, false);
             });
-            uint32_t pk[2][8];  // RINGS: P's 16-bit pairs (warpgroup 1) until the output slot is free
+            uint32_t pk[2][8];  // RINGS: P's (BAL: Pᵀ's) 16-bit pairs (warpgroup 1) until the output slot is free
             mark(2);
             // A (warpgroup 0, strictly lower, f32) or P (1, lower, one 16-bit term in an atom
             // column) of rows 16 wq..; γ by shuffles, each column's once for both row halves.
@@ -822,13 +858,75 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     }
                 }
             };
-            if (wg == 0)
-                a_or_p(std::true_type{});
-            else
-                a_or_p(std::false_type{});
+            // BAL (perf-notes v44): warp wq of both warpgroups shares a scheduler (warps 4 + wq
+            // and 8 + wq), and A and P are both lower triangular, so their live tiles were 4
+            // (wq = 0) to 16 (wq = 3) between the two. Warpgroup 1 forms Pᵀ = k·qᵀ (rows the
+            // keys) instead: 8 − 2 wq live tiles, 10 a scheduler with A's 2 wq + 2. Dead tiles
+            // are skipped by one branch per 16-column block (per warp, no divergence: A's
+            // above the diagonal blocks are never read, Pᵀ's are zeros), the exponentials are
+            // unconditional inside a live block and masked by a select. The same values in
+            // the same order as a_or_p's.
+            if constexpr (BAL) {
+                auto a_or_pt = [&](auto is_a) {
+                    constexpr bool kIsA = decltype(is_a)::value;
+                    float gr[2], br[2] = {};
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int r = 16 * wq + g + 8 * hf;
+                        gr[hf] = __shfl_sync(0xffffffffu, wq < 2 ? y0 : y1, r & 31);
+                        if constexpr (kIsA) br[hf] = Bt[r];
+                    }
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        if (kIsA ? u > wq : u < wq) {
+                            if constexpr (!kIsA) pk[0][2 * u] = pk[1][2 * u] = pk[0][2 * u + 1] = pk[1][2 * u + 1] = 0u;
+                            continue;
+                        }
+                        float gc[2][2];
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const int c = 16 * u + 8 * n2 + 2 * tq;
+                            gc[n2][0] = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, c & 31);
+                            gc[n2][1] = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, (c + 1) & 31);
+                        }
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+                            for (int hf = 0; hf < 2; ++hf) {
+                                const int nt = 2 * u + n2, c = 8 * nt + 2 * tq, r = 16 * wq + g + 8 * hf;
+                                if constexpr (kIsA) {
+                                    // A[t = r][i = c] = β_t e^{γ_t − γ_i} k_t·k_i, i < t.
+                                    const float e0 = exp_ftz(gr[hf] - gc[n2][0]), e1 = exp_ftz(gr[hf] - gc[n2][1]);
+                                    *reinterpret_cast<float2*>(Asp + r * kLDA + c) =
+                                        make_float2(c < r ? br[hf] * e0 * x[nt][2 * hf] : 0.0f,
+                                                    c + 1 < r ? br[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
+                                } else {
+                                    // Pᵀ[i = r][t = c] = scale e^{γ_t − γ_i} q_t·k_i, i <= t.
+                                    const float e0 = exp_ftz(gc[n2][0] - gr[hf]), e1 = exp_ftz(gc[n2][1] - gr[hf]);
+                                    const float p0 = r <= c ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                                    const float p1 = r <= c + 1 ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                                    pk[hf][nt] = mma::pack2<M>(p0, p1);
+                                }
+                            }
+                    }
+                };
+                if (wg == 0)
+                    a_or_pt(std::true_type{});
+                else
+                    a_or_pt(std::false_type{});
+            } else {
+                if (wg == 0)
+                    a_or_p(std::true_type{});
+                else
+                    a_or_p(std::false_type{});
+            }
             mark(11);
             if (wg == 0) {
-                wg_bar(3);  // A (warpgroup 0's)
+                // A (warpgroup 0's). BAL: a warp's diagonal block reads only its own rows.
+                if constexpr (BAL)
+                    __syncwarp();
+                else
+                    wg_bar(3);
                 t_diag(Asp, Tf, kLDA, 16 * wq);
                 // The diagonal block's T diag(β): lane c < 16 holds column 16 wq + c (Tf's row
                 // of this warp, read back: its own stores). RINGS: at the end.
@@ -907,13 +1005,25 @@ __global__ void __launch_bounds__((SKIP & 32) ? 512 : 256, 1) fused64_kernel(con
                     mbar_wait(bars + 10 + (j & 1), ((j >> 1) & 1) ^ 1);
                     mark(14);
                     if (w8 == 0) store_f(st, so, L, y0, y1, false);
-                    if (wg == 1)
+                    if (wg == 1) {
+                        if constexpr (BAL) {
+                            // P from Pᵀ's fragments: stmatrix.trans writes the 8 x 8 tile of Pᵀ
+                            // rows i0.., columns t0.. as P's rows t0 + r8 (8 keys from i0 each).
+                            const int mi = lane >> 3, r8 = lane & 7;
 #pragma unroll
-                        for (int hf2 = 0; hf2 < 2; ++hf2)
+                            for (int u = 0; u < 4; ++u)
+                                mma::stmatrix_x4_trans(
+                                    so + kP + atom_at(16 * u + 8 * (mi >> 1) + r8, 16 * wq + 8 * (mi & 1), 0),
+                                    pk[0][2 * u], pk[1][2 * u], pk[0][2 * u + 1], pk[1][2 * u + 1]);
+                        } else {
 #pragma unroll
-                            for (int nt = 0; nt < 8; ++nt)
-                                *reinterpret_cast<uint32_t*>(so + kP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) =
-                                    pk[hf2][nt];
+                            for (int hf2 = 0; hf2 < 2; ++hf2)
+#pragma unroll
+                                for (int nt = 0; nt < 8; ++nt)
+                                    *reinterpret_cast<uint32_t*>(
+                                        so + kP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) = pk[hf2][nt];
+                        }
+                    }
                     // T diag(β)'s blocks from T's f32 ones in As: the four diagonal ones, (1, 0)
                     // and (3, 2), as 16-bit pairs (768 of them, three a thread).
 #pragma unroll
@@ -1652,7 +1762,8 @@ int main(int argc, char** argv) {
     const int phases = iopt("--phases", 0), trace = iopt("--trace", 0);
     const int cluster = (iopt("--cluster", 0) ? 8 : 0) | (iopt("--tchain", 0) ? 16 : 0) | (iopt("--two", 0) ? 48 : 0) |
                         (iopt("--pair", 0) ? 112 : 0) | (tma ? 128 : 0) | (iopt("--split", 0) ? 256 : 0) |
-                        (iopt("--early", 0) ? 512 : 0) | (iopt("--rings", 0) ? 1024 : 0);
+                        (iopt("--early", 0) ? 512 : 0) | (iopt("--rings", 0) ? 1024 : 0) |
+                        (iopt("--balance", 0) ? 2048 : 0);
     void (*kern)(probe::Args) = nullptr;
     switch (skip | cluster) {
         case 0: kern = probe::fused64_kernel<0>; break;
@@ -1673,6 +1784,7 @@ int main(int argc, char** argv) {
         case 496: kern = probe::fused64_kernel<496>; break;
         case 1008: kern = probe::fused64_kernel<1008>; break;
         case 1520: kern = probe::fused64_kernel<1520>; break;
+        case 3568: kern = probe::fused64_kernel<3568>; break;
         default: std::printf("unsupported --role/--noload/--cluster combination\n"); return 1;
     }
     a.phases = phases;
