@@ -8,7 +8,7 @@ in FP32 (products summed in FP64 and rounded once: the wgmma's FP32 sums add ~1e
 BF16's 2^-9):
   - q, k, v: BF16 inputs (exact); g, β, the state S: FP32;
   - A, T = (I + A)^-1 and the factors in FP32; T diag(β) and P one BF16 term each
-    (`--terms 2` gives them a remainder, as the library's two-kernel BF16 path has);
+    (`--tb 2 --p 2` gives them a remainder, as the library's two-kernel BF16 path has);
   - Sᵀ as one BF16 term in [Sᵀk | Sᵀq];
   - W = v − e^γ ⊙ Sᵀk as value and remainder, D = T diag(β) W, then D as value and
     remainder in O = e^γ scale Sᵀq + P D, and D2 = e^{γ_last − γ} ⊙ D as one term in the
@@ -16,8 +16,10 @@ BF16's 2^-9):
 Prints max|diff| / max|ref| of the outputs and the final state per regime (the probe's
 metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the results).
 
-    scripts/fused64_numerics.py [--T 1000] [--heads 4] [--terms 1|2] [--s-terms 1|2]
-                                [--d2-terms 1|2] [--regime NAME|all] [--seed N]
+    scripts/fused64_numerics.py [--T 1000] [--heads 4] [--regime NAME|all] [--spread 0.35]
+                                [--seed N] [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
+(the last six: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the probe's
+forms by default: 1, 1, 1, 2, 2, 1)
 """
 import argparse
 
@@ -36,11 +38,13 @@ def bf16(x):
 
 
 def split(x, terms):
-    """x as `terms` BF16 terms (their sum, in FP32)."""
-    hi = bf16(x)
-    if terms == 1:
-        return hi
-    return hi + bf16(np.float32(x) - hi)
+    """x as `terms` BF16 terms, each rounding what the ones before left (their sum, in FP32)."""
+    r = np.asarray(x, dtype=np.float32)
+    acc = np.zeros_like(r)
+    for _ in range(terms):
+        h = bf16(r)
+        acc, r = acc + h, (r - h).astype(np.float32)
+    return acc
 
 
 def f32(x):
@@ -60,7 +64,14 @@ def reference(q, k, v, g, b, s0, scale):
     return out, S
 
 
-def fused(q, k, v, g, b, s0, scale, terms, s_terms=1, d2_terms=1):
+# BF16 terms of each operand that the kernel rounds: the probe's forms.
+PROBE_TERMS = dict(tb=1, p=1, s=1, w=2, d=2, d2=1)
+OPERANDS = dict(tb="T diag(β)", p="P", s="Sᵀ in [Sᵀk | Sᵀq]", w="W = v − e^γ ⊙ Sᵀk", d="D in P D",
+                d2="D2 in the state update")
+
+
+def fused(q, k, v, g, b, s0, scale, terms):
+    """terms: BF16 terms of T diag(β), P, Sᵀ, W, D (in P D) and D2 (PROBE_TERMS' keys)."""
     """The fused C = 64 chunk step as the probe computes it."""
     S = s0.astype(np.float32).copy()
     n = len(q)
@@ -78,19 +89,19 @@ def fused(q, k, v, g, b, s0, scale, terms, s_terms=1, d2_terms=1):
         ed = np.exp(np.where(low | np.eye(L, dtype=bool), dg, -np.inf)).astype(np.float32)
         A = np.where(low, bc[:, None] * ed * kk, 0.0).astype(np.float32)
         T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
-        TB = split(T * bc[None, :], terms)
-        P = split(np.where(low | np.eye(L, dtype=bool), scale * ed * qk, 0.0), terms)
+        TB = split(T * bc[None, :], terms["tb"])
+        P = split(np.where(low | np.eye(L, dtype=bool), scale * ed * qk, 0.0), terms["p"])
         eg = np.exp(gam).astype(np.float32)
         gl = gam[L - 1]
         # The chain: [Sᵀk | Sᵀq] from Sᵀ in BF16.
-        Sb = split(S, s_terms).astype(np.float64)
+        Sb = split(S, terms["s"]).astype(np.float64)
         SK = f32(kc.astype(np.float64) @ Sb)  # [L][V]: (Sᵀ k_t)ᵀ
         SQ = f32(qc.astype(np.float64) @ Sb)
-        W = split(vc - eg[:, None] * SK, 2)
+        W = split(vc - eg[:, None] * SK, terms["w"])
         D = f32(TB.astype(np.float64) @ W.astype(np.float64))
-        Dv = split(D, 2)
+        Dv = split(D, terms["d"])
         out[c0:c0 + L] = f32((eg * scale)[:, None].astype(np.float64) * SQ + P.astype(np.float64) @ Dv)
-        D2 = split(np.exp(gl - gam)[:, None].astype(np.float32) * D, d2_terms)
+        D2 = split(np.exp(gl - gam)[:, None].astype(np.float32) * D, terms["d2"])
         S = f32(np.exp(gl) * S.astype(np.float64) + kc.T.astype(np.float64) @ D2.astype(np.float64))
     return out, S
 
@@ -129,10 +140,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--T", type=int, default=1000)
     ap.add_argument("--heads", type=int, default=4, help="independent heads (the max over them)")
-    ap.add_argument("--terms", type=int, default=1, choices=[1, 2],
-                    help="BF16 terms of T diag(β) and P (1: the probe; 2: with a remainder)")
-    ap.add_argument("--s-terms", type=int, default=1, choices=[1, 2], help="BF16 terms of Sᵀ (1: the probe)")
-    ap.add_argument("--d2-terms", type=int, default=1, choices=[1, 2], help="BF16 terms of D2 (1: the probe)")
+    for name, n in PROBE_TERMS.items():
+        ap.add_argument(f"--{name}", type=int, default=n, choices=[1, 2, 3],
+                        help=f"BF16 terms of {OPERANDS[name]} (the probe: {n})")
     ap.add_argument("--regime", default="all", choices=REGIMES + ["all"])
     ap.add_argument("--spread", type=float, default=0.35, help="alike-keys: the keys' step from one direction")
     ap.add_argument("--seed", type=int, default=12345)
@@ -144,14 +154,14 @@ def main():
         for _ in range(a.heads):
             q, k, v, g, b, s0 = inputs(rng, a.T, regime, a.spread)
             ro, rs = reference(q, k, v, g, b, s0, scale)
-            fo, fs = fused(q, k, v, g, b, s0, scale, a.terms, a.s_terms, a.d2_terms)
+            fo, fs = fused(q, k, v, g, b, s0, scale, {name: getattr(a, name) for name in PROBE_TERMS})
             if not (np.isfinite(fo).all() and np.isfinite(fs).all()):
                 eo = es = float("inf")
                 break
             eo = max(eo, np.abs(fo - ro).max() / np.abs(ro).max())
             es = max(es, np.abs(fs - rs).max() / np.abs(rs).max())
-        print(f"{regime:18s} T {a.T:6d} heads {a.heads}  terms {a.terms} (S {a.s_terms}, D2 {a.d2_terms}):  "
-              f"out {eo:.3e}  state {es:.3e}")
+        terms = " ".join(f"{name} {getattr(a, name)}" for name in PROBE_TERMS)
+        print(f"{regime:18s} T {a.T:6d} heads {a.heads} ({terms}):  out {eo:.3e}  state {es:.3e}")
 
 
 if __name__ == "__main__":
