@@ -207,8 +207,18 @@ GDN_CPU_INLINE void prefetch_head(const Shape& s, const Tensors& x, int32_t h, i
 // ----------------------------------------------------------------- state
 
 // S (padded [Kp][Vp], [K][V] orientation) from a head's state in its slot,
-// or zero.
+// or zero. A [K][V] slot is copied by rows (V contiguous on both sides), and
+// only the padding is zeroed.
 void load_state(const Shape& s, const Dims& d, const float* src, bool from_zero, float* S) {
+    if (!from_zero && s.state_layout == GDN_STATE_KV) {
+        for (int32_t k = 0; k < d.K; ++k) {
+            float* row = S + size_t(k) * d.Vp;
+            std::copy(src + size_t(k) * d.V, src + size_t(k + 1) * d.V, row);
+            std::fill(row + d.V, row + d.Vp, 0.0f);
+        }
+        std::fill(S + size_t(d.K) * d.Vp, S + size_t(d.Kp) * d.Vp, 0.0f);
+        return;
+    }
     std::fill(S, S + size_t(d.Kp) * size_t(d.Vp), 0.0f);
     if (from_zero) return;
     for (int32_t k = 0; k < d.K; ++k)
@@ -216,6 +226,11 @@ void load_state(const Shape& s, const Dims& d, const float* src, bool from_zero,
 }
 
 void store_state(const Shape& s, const Dims& d, const float* S, float* dst) {
+    if (s.state_layout == GDN_STATE_KV) {
+        for (int32_t k = 0; k < d.K; ++k)
+            std::copy(S + size_t(k) * d.Vp, S + size_t(k) * d.Vp + d.V, dst + size_t(k) * d.V);
+        return;
+    }
     for (int32_t k = 0; k < d.K; ++k)
         for (int32_t v = 0; v < d.V; ++v) dst[state_index(s, k, v)] = S[size_t(k) * d.Vp + v];
 }
@@ -231,14 +246,21 @@ void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const 
                          int32_t head_index, const WorkerScratch& w) {
     const int32_t K = d.K, Vp = d.Vp;
     const int32_t h = task.heads[head_index], kh = task.key_head;
-    float* __restrict S = w.S[0];
+    // A [K][V] slot without padding columns is updated where it lies (the loops below touch
+    // rows < K, columns < Vp = V); any other is copied in and out of the worker's scratch.
+    float* const slot = task.states[head_index];
+    const bool in_place = s.state_layout == GDN_STATE_KV && Vp == d.V;
+    float* __restrict S = in_place ? slot : w.S[0];
     float* __restrict q = w.q;
     float* __restrict k = w.k;
     float* __restrict v = w.v;
     float* __restrict o = w.o;
     float* __restrict u = w.w;
     std::fill(v, v + Vp, 0.0f);
-    load_state(s, d, task.states[head_index], task.from_zero, S);
+    if (!in_place)
+        load_state(s, d, slot, task.from_zero, S);
+    else if (task.from_zero)
+        std::fill(S, S + size_t(K) * Vp, 0.0f);
     const int64_t end = task.bos + task.len;
     for (int64_t t = task.bos; t < end; ++t) {
         // Token t + 2's rows arrive while t and t + 1 compute.
@@ -272,7 +294,7 @@ void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const 
         }
         store_out_row(s, x, t, h, o, w.z);
     }
-    store_state(s, d, S, task.states[head_index]);
+    if (!in_place) store_state(s, d, S, slot);
 }
 
 // The sequential path walks the task's heads one after another.
