@@ -13,13 +13,29 @@ BF16's 2^-9):
   - W = v − e^γ ⊙ Sᵀk as value and remainder, D = T diag(β) W, then D as value and
     remainder in O = e^γ scale Sᵀq + P D, and D2 = e^{γ_last − γ} ⊙ D as one term in the
     state update S = e^{γ_last} S + Σ k D2ᵀ.
+`--scheme fla` models flash-linear-attention 0.5.2's bf16 chunk_gated_delta_rule forward instead
+(its Triton path, chunk 64: chunk_gated_delta_rule_fwd_kkt_solve_kernel, recompute_w_u_fwd,
+chunk_gated_delta_rule_fwd_h, chunk_fwd_o; on SM90 it dispatches to FlashQLA instead when the
+flash_qla package is installed), at the same inputs:
+  - gates as fla keeps them: γ = (Σ g in the chunk) · 1/ln 2 in FP32, exponentials as exp2;
+  - A = β_i (k_i·k_j) e^{γ_i − γ_j} (j < i) and T = (I + A)^-1 in FP32, T stored in BF16
+    (`--tf32 1`: the block merge of T's 16 x 16 blocks with TF32 operands, as on SM80+);
+  - w = T bf16(β e^γ ⊙ k) and u = T bf16(β ⊙ v), each stored in BF16;
+  - per chunk the FP32 state h is stored in BF16 and used so in v_new = u − w h16 (stored in
+    BF16 for the output) and in O = scale (e^γ ⊙ q h16 + bf16(causal(q kᵀ ⊙ e^{γ_i − γ_j})) v_new);
+  - h = e^{γ_last} h + kᵀ bf16(e^{γ_last − γ} ⊙ v_new), v_new there the FP32 value.
+It prints the output error before fla's final BF16 rounding of O and, in brackets, after it.
+`--exact 1` turns the model's BF16 (and TF32) rounding off, either scheme: a check that the chunk
+algebra matches the recurrence (~1e-6 in FP32; 3e-6 under strong decay, whose FP32 gate sums
+reach ~−300).
 Prints max|diff| / max|ref| of the outputs and the final state per regime (the probe's
 metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the results).
 
-    scripts/fused64_numerics.py [--T 1000] [--heads 4] [--regime NAME|all] [--spread 0.35]
-                                [--seed N] [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
-(the last six: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the probe's
-forms by default: 1, 1, 1, 2, 2, 1)
+    scripts/fused64_numerics.py [--scheme fused|fla] [--T 1000] [--heads 4] [--regime NAME|all]
+                                [--spread 0.35] [--seed N] [--exact 0|1] [--tf32 0|1]
+                                [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
+(the last six, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
+probe's forms by default: 1, 1, 1, 2, 2, 1)
 """
 import argparse
 
@@ -37,12 +53,27 @@ def bf16(x):
     return r.astype(np.uint32).view(np.float32)
 
 
+# --exact 1 clears it: the model's roundings (not the inputs') go, FP32 stays.
+ROUND = True
+
+
+def rnd(x):
+    """A BF16 rounding of the model (of an operand or a store)."""
+    return bf16(x) if ROUND else np.asarray(x, dtype=np.float32)
+
+
+def tf32(x):
+    """A TF32 operand of an FP32 tl.dot (mma ignores the low 13 bits: truncation)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) if ROUND else x
+
+
 def split(x, terms):
     """x as `terms` BF16 terms, each rounding what the ones before left (their sum, in FP32)."""
     r = np.asarray(x, dtype=np.float32)
     acc = np.zeros_like(r)
     for _ in range(terms):
-        h = bf16(r)
+        h = rnd(r)
         acc, r = acc + h, (r - h).astype(np.float32)
     return acc
 
@@ -106,6 +137,75 @@ def fused(q, k, v, g, b, s0, scale, terms):
     return out, S
 
 
+RCP_LN2 = np.float32(1.4426950216)  # fla's 1/ln 2: gates in log2, exponentials as exp2
+BC = 16  # fla's solve: 16 x 16 diagonal blocks by substitution, then a block merge
+
+
+def mm(a, b):
+    """An FP32-accumulated product (summed in FP64, rounded once)."""
+    return f32(np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64))
+
+
+def exp2(x):
+    return np.exp2(np.asarray(x, dtype=np.float32)).astype(np.float32)
+
+
+def solve_tf32(A):
+    """(I + A)^-1 as fla's kkt_solve kernel merges it: the 16 x 16 diagonal inverses in FP32,
+    then the off-diagonal blocks from tl.dots with TF32 operands (its order of products)."""
+    n = A.shape[0]
+    A = np.pad(A, (0, C - n))  # the padded rows are I's: they leave rows < n alone
+    blk = lambda X, i, j: X[i * BC:(i + 1) * BC, j * BC:(j + 1) * BC]
+    dot = lambda a, b: mm(tf32(a), tf32(b))
+    Ai = np.zeros((C, C), dtype=np.float32)
+    for i in range(C // BC):
+        blk(Ai, i, i)[:] = f32(np.linalg.inv(np.eye(BC) + blk(A, i, i).astype(np.float64)))
+    for d in range(1, C // BC):
+        for i in range(d, C // BC):
+            j = i - d
+            if d == 1:
+                blk(Ai, i, j)[:] = -dot(dot(blk(Ai, i, i), blk(A, i, j)), blk(Ai, j, j))
+            else:
+                acc = sum(dot(blk(A, i, m), blk(Ai, m, j)) for m in range(j, i))
+                blk(Ai, i, j)[:] = -dot(blk(Ai, i, i), f32(acc))
+    return Ai[:n, :n]
+
+
+def fla(q, k, v, g, b, s0, scale, use_tf32=False):
+    """fla 0.5.2's bf16 chunk_gated_delta_rule forward (chunk 64): O in FP32, O in BF16, S."""
+    S = s0.astype(np.float32).copy()
+    n = len(q)
+    out = np.empty((n, V), dtype=np.float32)
+    for c0 in range(0, n, C):
+        L = min(C, n - c0)
+        qc, kc, vc = q[c0:c0 + L], k[c0:c0 + L], v[c0:c0 + L]
+        gam = (np.cumsum(g[c0:c0 + L].astype(np.float32), dtype=np.float32) * RCP_LN2).astype(np.float32)
+        bc = b[c0:c0 + L].astype(np.float32)
+        dg = gam[:, None] - gam[None, :]
+        low = np.tril(np.ones((L, L), dtype=bool), -1)
+        caus = low | np.eye(L, dtype=bool)
+        ed = exp2(np.where(caus, dg, -np.inf))
+        # kkt_solve: A in FP32, T = (I + A)^-1 stored in BF16 (k's dtype).
+        A = (np.where(low, mm(kc, kc.T) * ed, 0.0) * bc[:, None]).astype(np.float32)
+        T = solve_tf32(A) if use_tf32 else f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
+        T = rnd(T)
+        eg = exp2(gam)
+        # recompute_w_u: BF16 operands, w and u stored in BF16.
+        w = rnd(mm(T, rnd(kc * bc[:, None] * eg[:, None])))
+        u = rnd(mm(T, rnd(vc * bc[:, None])))
+        # fwd_h: the chunk's state stored in BF16 (what fwd_o reads too) and used so here.
+        h16 = rnd(S)
+        vn = (u - mm(w, h16)).astype(np.float32)
+        gl = gam[L - 1]
+        D2 = rnd(vn * exp2(gl - gam)[:, None])  # the FP32 v_new, gated, in BF16
+        S = f32(exp2(gl) * S.astype(np.float64) + kc.T.astype(np.float64) @ D2.astype(np.float64))
+        # fwd_o: the stored v_new (BF16); scale after the products, as fla applies it.
+        P = rnd(np.where(caus, mm(qc, kc.T) * ed, 0.0))
+        out[c0:c0 + L] = f32(scale * (mm(qc, h16) * eg[:, None]).astype(np.float64)
+                             + scale * mm(P, rnd(vn)).astype(np.float64))
+    return out, rnd(out), S
+
+
 def inputs(rng, T, regime, spread=0.35):
     """Per-regime inputs for one (key head, value head): q, k, v BF16; g, β FP32; S0."""
     q = bf16(rng.standard_normal((T, K)))
@@ -138,6 +238,7 @@ REGIMES = ["probe", "no-decay", "weak-decay-beta1", "strong-decay", "alike-keys"
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scheme", default="fused", choices=["fused", "fla"])
     ap.add_argument("--T", type=int, default=1000)
     ap.add_argument("--heads", type=int, default=4, help="independent heads (the max over them)")
     for name, n in PROBE_TERMS.items():
@@ -146,22 +247,38 @@ def main():
     ap.add_argument("--regime", default="all", choices=REGIMES + ["all"])
     ap.add_argument("--spread", type=float, default=0.35, help="alike-keys: the keys' step from one direction")
     ap.add_argument("--seed", type=int, default=12345)
+    ap.add_argument("--exact", type=int, default=0, choices=[0, 1], help="no BF16/TF32 rounding in the model")
+    ap.add_argument("--tf32", type=int, default=0, choices=[0, 1], help="fla: T's block merge with TF32 operands")
     a = ap.parse_args()
+    global ROUND
+    ROUND = not a.exact
     scale = 1.0 / np.sqrt(K)
+    terms = {name: getattr(a, name) for name in PROBE_TERMS}
+    if a.scheme == "fused":
+        label = " ".join(f"{name} {n}" for name, n in terms.items())
+    else:
+        label = "fla 0.5.2" + (", TF32 merge" if a.tf32 else "")
+    label += ", exact" if a.exact else ""
     for regime in REGIMES if a.regime == "all" else [a.regime]:
         rng = np.random.default_rng(a.seed)
-        eo = es = 0.0
+        eo = eb = es = 0.0
         for _ in range(a.heads):
             q, k, v, g, b, s0 = inputs(rng, a.T, regime, a.spread)
             ro, rs = reference(q, k, v, g, b, s0, scale)
-            fo, fs = fused(q, k, v, g, b, s0, scale, {name: getattr(a, name) for name in PROBE_TERMS})
+            if a.scheme == "fused":
+                fo, fs = fused(q, k, v, g, b, s0, scale, terms)
+                fb = fo
+            else:
+                fo, fb, fs = fla(q, k, v, g, b, s0, scale, a.tf32)
             if not (np.isfinite(fo).all() and np.isfinite(fs).all()):
-                eo = es = float("inf")
+                eo = eb = es = float("inf")
                 break
             eo = max(eo, np.abs(fo - ro).max() / np.abs(ro).max())
+            eb = max(eb, np.abs(fb - ro).max() / np.abs(ro).max())
             es = max(es, np.abs(fs - rs).max() / np.abs(rs).max())
-        terms = " ".join(f"{name} {getattr(a, name)}" for name in PROBE_TERMS)
-        print(f"{regime:18s} T {a.T:6d} heads {a.heads} ({terms}):  out {eo:.3e}  state {es:.3e}")
+        # fla's O is stored in BF16: its error after that rounding too.
+        ob = f" (bf16 {eb:.3e})" if a.scheme == "fla" else ""
+        print(f"{regime:18s} T {a.T:6d} heads {a.heads} ({label}):  out {eo:.3e}{ob}  state {es:.3e}")
 
 
 if __name__ == "__main__":
