@@ -171,7 +171,7 @@ typedef enum gdn_path_t {
 #define GDN_FEATURE_ASYNC_COPY  (1ull << 0) /* cp.async (sm_80+) */
 #define GDN_FEATURE_FP16_MMA    (1ull << 1) /* fp16/bf16 tensor-core MMA */
 #define GDN_FEATURE_TF32_MMA    (1ull << 2)
-#define GDN_FEATURE_WGMMA       (1ull << 3) /* sm_90 warpgroup MMA */
+#define GDN_FEATURE_WGMMA       (1ull << 3) /* sm_90 warpgroup MMA, and this build holds sm_90a code for it */
 #define GDN_FEATURE_GFX11_WMMA  (1ull << 4) /* RDNA3 16x16x16 WMMA */
 #define GDN_FEATURE_CPU_THREADS (1ull << 5) /* CPU backend runs multi-threaded */
 

@@ -79,8 +79,11 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
 }
 
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
-    (void)t;  // the kernels load element by element: any stride and alignment works
+    // The C = 32 kernels load element by element: any stride and alignment
+    // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
+    if (why.empty() && s.precision == GDN_PRECISION_BF16 && cuda_fused64_problem(caps, s, t).empty())
+        c->chunk_size = policy::kCudaFusedChunk;
     // BF16X3's scan needs more shared memory than TF32X3's (K = 128: H100/H200
     // only); where it does not fit, the more accurate TF32X3 scan serves it.
     if (!why.empty() && s.precision == GDN_PRECISION_BF16X3) {
@@ -92,6 +95,57 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     }
     return why;
 }
+
+}  // namespace
+
+std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const Tensors* t) {
+    if (s.precision != GDN_PRECISION_BF16)
+        return "the fused CUDA path is the BF16 precision's";
+    if (caps.compute_major != 9 || !(caps.features & GDN_FEATURE_WGMMA))
+        return fmt::format("the fused CUDA path needs sm_90 and a library built with sm_90a code; "
+                           "this is {}{}",
+                           caps.arch, caps.compute_major == 9 ? " without it" : "");
+    if (caps.shared_mem_per_block_optin < policy::kCudaFusedSmemBytes)
+        return fmt::format("the fused CUDA path needs {} bytes of shared memory per block; {} allows {}",
+                           policy::kCudaFusedSmemBytes, caps.arch, caps.shared_mem_per_block_optin);
+    if (s.head_dim_k != policy::kCudaFusedHeadDim || s.head_dim_v != policy::kCudaFusedHeadDim)
+        return fmt::format("the fused CUDA path takes K = V = 128, not K = {}, V = {}", s.head_dim_k,
+                           s.head_dim_v);
+    if (s.input_dtype != GDN_DTYPE_BF16 || s.gate_dtype != GDN_DTYPE_F32)
+        return "the fused CUDA path takes bf16 q/k/v and f32 g and beta";
+    if (s.flags & (GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
+                   GDN_FLAG_OUTPUT_NORM))
+        return "the fused CUDA path takes none of the q/k L2 norm, the raw gate, beta from logits "
+               "and the output norm";
+    if (s.num_seqs > policy::kCudaFusedMaxSeqs)
+        return fmt::format("the fused CUDA path takes up to {} sequences, not {}",
+                           policy::kCudaFusedMaxSeqs, s.num_seqs);
+    if (s.num_tokens > INT32_MAX)
+        return fmt::format("the fused CUDA path takes up to 2^31 - 1 tokens, not {}", s.num_tokens);
+    if (t) {
+        const struct {
+            const char* name;
+            const void* ptr;
+            Strides st;
+        } rows[] = {{"q", t->q, t->q_stride}, {"k", t->k, t->k_stride}, {"v", t->v, t->v_stride}};
+        for (const auto& r : rows) {
+            const int64_t tok = r.st.token * 2, head = r.st.head * 2;  // bf16 bytes
+            if (reinterpret_cast<uintptr_t>(r.ptr) % policy::kCudaFusedRowAlign != 0 ||
+                tok % policy::kCudaFusedRowAlign != 0 || head % policy::kCudaFusedRowAlign != 0)
+                return fmt::format("the fused CUDA path reads q/k/v rows by TMA: tensors.{} ({}, token "
+                                   "stride {}, head stride {}) is not 16-byte aligned in pointer and "
+                                   "strides",
+                                   r.name, r.ptr, r.st.token, r.st.head);
+            if (tok >= policy::kCudaFusedMaxStrideBytes || head >= policy::kCudaFusedMaxStrideBytes)
+                return fmt::format("the fused CUDA path takes strides below 2^39 bytes: tensors.{} "
+                                   "token stride {}, head stride {}",
+                                   r.name, r.st.token, r.st.head);
+        }
+    }
+    return "";
+}
+
+namespace {
 
 // A tensor the HIP chunked kernels read as 16-byte row vectors, or "".
 std::string hip_row_problem(const char* name, const void* ptr, Strides st, bool vector_rows) {

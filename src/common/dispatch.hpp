@@ -2,6 +2,8 @@
 // Pure: a function of the caps and the shape; no device query.
 #pragma once
 
+#include <string>
+
 #include "internal.hpp"
 
 namespace gdn {
@@ -240,11 +242,34 @@ constexpr int64_t kHipMaxTokenStride = int64_t(1) << 27;
 constexpr int32_t kHipSuperBlockChunks = 128;
 constexpr int32_t kHipSuperBlockChunkBudget = 1024;
 constexpr int32_t kHipMinSuperBlockChunks = 8;
+// The CUDA fused BF16 path (src/cuda/fused64.cu, sm_90a code): the whole
+// recurrence in one kernel with chunks of 64, a cluster of two CTAs of 512
+// threads per (sequence, value head), no scratch. Taken for BF16 precision
+// where cuda_fused64_problem() accepts the problem; the C = 32 two-kernel
+// path serves the rest. H200 (docs/perf-notes.md v47, run 166; gdn-bench,
+// bf16 q/k/v, f32 outputs, Hk 16, Hv 48; the two-kernel path from the build
+// before): T = 32768 1.53 ms against 1.83, 65536 3.02 / 3.62, 8 x 4096 1.31
+// / 1.88, 16 x 1024 0.70 / 1.00, T = 2048 0.111 / 0.137, T = 512 0.039 /
+// 0.048; at Hv 64 32K 1.55 / 2.27, 8 x 4096 1.70 / 2.34: faster at every
+// shape measured.
+constexpr int32_t kCudaFusedChunk = 64;
+constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
+constexpr size_t kCudaFusedSmemBytes = 225920;        // the kernel's dynamic shared memory
+constexpr int32_t kCudaFusedMaxSeqs = 65535;          // the grid's y dimension
+constexpr int64_t kCudaFusedRowAlign = 16;            // q/k/v pointers and strides (bytes): TMA
+constexpr int64_t kCudaFusedMaxStrideBytes = int64_t(1) << 39;  // TMA's global strides
 // CPU chunked paths.
 constexpr int32_t kCpuChunk = 32;
 constexpr int32_t kCpuLowpChunk = 16;
 constexpr int64_t kCpuChunkedMinTokens = 64;
 }  // namespace policy
+
+// Why the CUDA fused BF16 path cannot take this problem ("" if it can):
+// precision BF16, sm_90 with the library's sm_90a code (GDN_FEATURE_WGMMA)
+// and its shared memory, bf16 q/k/v, f32 g and β, K = V = 128, none of the
+// q/k L2 norm, raw gate, β logits or output norm; with tensors, q/k/v
+// 16-byte aligned with strides of 16-byte multiples (TMA).
+std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const Tensors* t);
 
 // `tensors` may be null (gdn_select_path without tensors): then the policy
 // assumes tensors every path accepts. On failure sets the last error.

@@ -58,6 +58,7 @@ gdn_status_t ensure_device_setup(int device) {
         e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = set_chunk_prep_attributes(size_t(optin));
     if (e == cudaSuccess) e = set_chunk_scan_attributes(size_t(optin));
+    if (e == cudaSuccess) e = set_fused64_attributes(size_t(optin));
     if (previous >= 0 && previous != device) {
         const cudaError_t back = cudaSetDevice(previous);
         if (e == cudaSuccess) e = back;
@@ -273,7 +274,11 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     uint64_t f = 0;
     if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA;
     if (prop.major >= 7) f |= GDN_FEATURE_FP16_MMA;
+    // wgmma where the library holds sm_90a code for it (the fused BF16 path's
+    // kernel and the register-state scan's wgmma form: src/cuda/CMakeLists.txt).
+#if defined(GDN_CUDA_FUSED64)
     if (prop.major == 9) f |= GDN_FEATURE_WGMMA;
+#endif
     caps->features = f;
     caps->compute_major = prop.major;
     caps->compute_minor = prop.minor;
@@ -289,6 +294,9 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
     }
     if (path.path != GDN_PATH_CHUNKED_FP32 && path.path != GDN_PATH_CHUNKED_TC)
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
+    // The fused C = 64 path needs no scratch, but gdn_workspace_size() sees no
+    // tensors: its bound is the C = 32 path's, which serves the tensors the
+    // fused one does not take (dispatch.cpp), so one workspace fits both.
     *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
                                  policy::kCudaWindowTokens, nullptr)
                  .bytes;
@@ -332,6 +340,13 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         } else if (cudaError_t e = launch_sequential(p, k_tile, block_cols, tile_tokens, stream)) {
             return device_error("launching the CUDA sequential kernel", e);
         }
+        return GDN_SUCCESS;
+    }
+
+    // The fused BF16 path (C = 64): chosen by the dispatch with the tensors.
+    if (path.chunk_size == policy::kCudaFusedChunk) {
+        if (cudaError_t e = launch_fused64(p, stream))
+            return device_error("launching the CUDA fused BF16 kernel", e);
         return GDN_SUCCESS;
     }
 

@@ -138,6 +138,16 @@ cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, const Wind
 cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const Window& win,
                                   cudaStream_t stream, bool overlap);
 
+// The fused BF16 path (fused64.cu; sm_90a code, docs/perf-notes.md v40-v44): the
+// whole chunked recurrence in one kernel with chunks of C = 64, no scratch. A
+// cluster of two CTAs per (sequence, value head), each CTA 64 of the 128 value
+// columns; each CTA prepares every other chunk for both. For the problems
+// policy::cuda_fused64_problem() accepts (BF16 q/k/v with TMA-able rows,
+// K = V = 128, f32 g and β, none of the input/output transforms). Gives the
+// same bits for any strides, slot layout or batch composition.
+cudaError_t launch_fused64(const Params& p, cudaStream_t stream);
+cudaError_t set_fused64_attributes(size_t smem_limit);
+
 // Raise the dynamic shared-memory limit of the chunked kernels on the current
 // device (those that fit `smem_limit`, the device's opt-in maximum). Called
 // once per device.
