@@ -161,6 +161,7 @@ struct Spec {
     double beta_lo = 0.0, beta_hi = 1.0;  // β ~ U(beta_lo, beta_hi)
     double state_sigma = 0.5;             // initial state ~ N(0, σ²)
     bool unit_keys = true;                // k rows of unit length (when not L2-normalised by the flag)
+    bool nan_in_padding = false;          // a padding sequence's rows (slot < 0) of q/k/v/g/β: NaN
 };
 
 inline int64_t total_tokens(const Spec& s) {
@@ -305,6 +306,18 @@ public:
                 row[0] = (s.flags & GDN_FLAG_BETA_FROM_LOGITS) ? 2.0 * rng.normal()
                                                                : rng.uniform(s.beta_lo, s.beta_hi);
                 put(beta, beta_l, t, h, row);
+            }
+        }
+        // A padding sequence reads nothing: its rows may hold anything, NaN
+        // included, and no other sequence may see them (a kernel that loads a
+        // chunk's rows past its sequence's end must not take them as data).
+        if (s.nan_in_padding) {
+            const std::vector<double> nan_row(row.size(), std::numeric_limits<double>::quiet_NaN());
+            for (int64_t t = 0; t < T; ++t) {
+                if (live_token(t)) continue;
+                for (int32_t h = 0; h < s.hk; ++h) put(q, q_l, t, h, nan_row), put(k, k_l, t, h, nan_row);
+                for (int32_t h = 0; h < s.hv; ++h)
+                    put(v, v_l, t, h, nan_row), put(g, g_l, t, h, nan_row), put(beta, beta_l, t, h, nan_row);
             }
         }
         for (int32_t h = 0; h < s.hv; ++h) {

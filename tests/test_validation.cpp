@@ -545,6 +545,95 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
     }
 }
 
+TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C = 32, and says why",
+          "[validation][dispatch]") {
+    Fixture f;
+    gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
+    h200.features |= GDN_FEATURE_WGMMA;  // the library's sm_90a code
+    // A small prompt of the engine's head dims: bf16 q/k/v, f32 g and beta.
+    const int64_t T = 256;
+    const int32_t Hk = 2, Hv = 4, D = 128;
+    gdn_problem_t p = f.problem;
+    p.num_seqs = 1;
+    p.num_tokens = T;
+    p.max_seqlen = T;
+    p.num_k_heads = Hk, p.num_v_heads = Hv;
+    p.head_dim_k = p.head_dim_v = D;
+    p.num_state_slots = 1;
+    p.input_dtype = GDN_DTYPE_BF16;
+    p.gate_dtype = GDN_DTYPE_F32;
+    p.output_dtype = GDN_DTYPE_BF16;
+    p.precision = GDN_PRECISION_BF16;
+    p.flags = 0;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    auto chunk = [&](const gdn_caps_t& c, const gdn_problem_t& prob, const gdn_tensors_t* t) {
+        REQUIRE(gdn_select_path(&c, &prob, t, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == GDN_PRECISION_BF16);
+        return info.chunk_size;
+    };
+    CHECK(chunk(h200, p, nullptr) == 64);
+    CHECK(std::string(info.reason).find("C = 64") != std::string::npos);
+    // What the fused kernel does not take goes to the C = 32 path.
+    gdn_caps_t no_sm90a = h200;
+    no_sm90a.features &= ~uint64_t(GDN_FEATURE_WGMMA);
+    CHECK(chunk(no_sm90a, p, nullptr) == 32);
+    gdn_caps_t small_smem = h200;
+    small_smem.shared_mem_per_block_optin = gdn::policy::kCudaFusedSmemBytes - 1;
+    CHECK(chunk(small_smem, p, nullptr) == 32);
+    const std::pair<const char*, std::function<void(gdn_problem_t&)>> misfits[] = {
+        {"f32 inputs", [](gdn_problem_t& x) { x.input_dtype = GDN_DTYPE_F32; }},
+        {"bf16 gates", [](gdn_problem_t& x) { x.gate_dtype = GDN_DTYPE_BF16; }},
+        {"K = 64", [](gdn_problem_t& x) { x.head_dim_k = 64; }},
+        {"V = 64", [](gdn_problem_t& x) { x.head_dim_v = 64; }},
+        {"q/k L2 norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_QK_L2NORM; }},
+        {"raw gate", [](gdn_problem_t& x) { x.flags = GDN_FLAG_GATE_FROM_RAW; }},
+        {"beta logits", [](gdn_problem_t& x) { x.flags = GDN_FLAG_BETA_FROM_LOGITS; }},
+        {"output norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_OUTPUT_NORM; }},
+    };
+    for (const auto& m : misfits) {
+        gdn_problem_t x = p;
+        m.second(x);
+        INFO(m.first);
+        CHECK(chunk(h200, x, nullptr) == 32);
+    }
+    // Other precisions never take it.
+    for (gdn_precision_t other : {GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_TF32X3}) {
+        gdn_problem_t x = p;
+        x.precision = other;
+        REQUIRE(gdn_select_path(&h200, &x, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.chunk_size == 32);
+    }
+    // With tensors: q/k/v rows by TMA need 16-byte aligned pointers and strides.
+    std::vector<uint16_t> qk(size_t(T) * Hk * D * 2 + 64), vb(size_t(T) * Hv * D + 64), ob(size_t(T) * Hv * D);
+    std::vector<float> gb(size_t(T) * Hv), bb(size_t(T) * Hv), st(size_t(Hv) * D * D);
+    auto aligned = [](uint16_t* x) {
+        return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(x) + 15) & ~uintptr_t(15));
+    };
+    gdn_tensors_t t;
+    gdn_tensors_init(&t);
+    t.q = aligned(qk.data());
+    t.k = aligned(qk.data()) + size_t(T) * Hk * D;
+    t.v = aligned(vb.data());
+    t.g = gb.data(), t.beta = bb.data(), t.out = ob.data(), t.state = st.data();
+    CHECK(chunk(h200, p, &t) == 64);
+    gdn_tensors_t odd = t;
+    odd.k = static_cast<const uint16_t*>(t.k) + 1;  // 2-byte aligned
+    CHECK(chunk(h200, p, &odd) == 32);
+    CHECK(std::string(info.reason).find("C = 32") != std::string::npos);
+    odd = t;
+    odd.v_token_stride = int64_t(Hv) * D + 4;  // 8 bytes past a 16-byte multiple
+    std::vector<uint16_t> vwide(size_t(T) * (Hv * D + 4) + 64);
+    odd.v = aligned(vwide.data());
+    CHECK(chunk(h200, p, &odd) == 32);
+    odd.v_token_stride = int64_t(Hv) * D + 8;  // padded by 16 bytes: fine
+    std::vector<uint16_t> vwide8(size_t(T) * (Hv * D + 8) + 64);
+    odd.v = aligned(vwide8.data());
+    CHECK(chunk(h200, p, &odd) == 64);
+}
+
 TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it",
           "[validation][dispatch]") {
     Fixture f;

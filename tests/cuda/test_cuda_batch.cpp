@@ -555,6 +555,17 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         specs.push_back(s);
     }
     {
+        Spec s;  // the fused BF16 path (sm_90): its tensor maps are kernel parameters
+        s.seq_lens = {5000, 300, 0};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.state_indices = {2, -1, 0};
+        s.start_from_zero = {0, 0, 1};
+        s.num_state_slots = 3;
+        s.precision = GDN_PRECISION_BF16;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // decode
         s.seq_lens = std::vector<int32_t>(64, 1);
         s.hk = 16, s.hv = 48, s.k = s.v = 128;

@@ -48,6 +48,15 @@ std::vector<Spec> determinism_shapes() {
     e.input = e.gate = e.output = GDN_DTYPE_BF16;
     e.seed = 15;
     shapes.push_back(e);
+    Spec f;  // f32 gates: BF16 takes the fused path on sm_90 (a cluster pair per head)
+    f.seq_lens = {3000, 0, 77, 1100};
+    f.hk = 4, f.hv = 12, f.k = f.v = 128;
+    f.input = GDN_DTYPE_BF16;
+    f.state_indices = {1, 3, -1, 0};
+    f.start_from_zero = {0, 1, 0, 1};
+    f.nan_in_padding = true;
+    f.seed = 16;
+    shapes.push_back(f);
     return shapes;
 }
 

@@ -3,7 +3,8 @@
 // varlen with empty sequences, pool slots with padding, start-from-zero
 // flags, both state layouts, both head mappings, strided and head-major
 // tensors, slot padding, cu_seqlens = NULL, q/k L2 norm, gate from raw
-// inputs, β from logits, the gated RMSNorm epilogue, odd head dims. The
+// inputs, β from logits, the gated RMSNorm epilogue, odd head dims, the
+// fused BF16 path's (C = 64, sm_90) cases and its fallback. The
 // chunked path runs in FP32 and in each tensor-core precision (TF32X3, BF16,
 // FP16, BF16X3; GDN_PATH_CHUNKED_TC), always against the CPU backend's FP32
 // result.
@@ -66,6 +67,10 @@ gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precisio
 struct Case {
     const char* name;
     Spec spec;
+    // The chunk the BF16 precision takes on an sm_90 build with the fused
+    // path (GDN_FEATURE_WGMMA): 64 the fused kernel, 32 the two-kernel path;
+    // 0: not checked.
+    int32_t bf16_chunk = 0;
 };
 
 std::vector<Case> feature_cases() {
@@ -146,6 +151,47 @@ std::vector<Case> feature_cases() {
         cases.push_back({"decode batch, every flag, pool with padding", s});
     }
     {
+        Spec s;  // the fused BF16 path's features: varlen with an empty zero-start
+                 // sequence and lengths that miss its chunk of 64, a pool with
+                 // padding whose rows are NaN, zero starts, strided rows
+                 // (16-byte multiples), padded slots
+        s.seq_lens = {300, 0, 64, 129, 1, 65};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.head_pad = 8, s.row_pad = 16, s.slot_pad = 7;
+        s.state_indices = {4, 2, -1, 0, 6, 1};
+        s.num_state_slots = 8;
+        s.start_from_zero = {0, 1, 0, 1, 0, 1};
+        s.nan_in_padding = true;
+        s.seed = 10;
+        cases.push_back({"fused BF16: varlen, pool, NaN padding rows, zero-start, strided", s, 64});
+    }
+    {
+        Spec s;  // the fused path's other layouts: [V][K], interleaved heads,
+                 // head-major q/k/v, cu_seqlens NULL, bf16 out, G = 3
+        s.seq_lens = {200, 200};
+        s.null_cu_seqlens = true;
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.layout = GDN_STATE_VK;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.head_major = true;
+        s.scale = 0.2f;
+        s.seed = 11;
+        cases.push_back({"fused BF16: VK, interleaved, head-major, cu_seqlens NULL, bf16 out", s, 64});
+    }
+    {
+        Spec s;  // rows that TMA cannot take (strides of 2-byte multiples): the
+                 // two-kernel path serves BF16
+        s.seq_lens = {150, 61};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.row_pad = 3;
+        s.seed = 12;
+        cases.push_back({"BF16, rows padded by 3 elements (not fused), f16 out", s, 32});
+    }
+    {
         Spec s;  // odd head dims: the sequential kernel only
         s.seq_lens = {77, 40};
         s.hk = 2, s.hv = 2, s.k = 48, s.v = 40;
@@ -199,6 +245,16 @@ TEST_CASE("every API feature matches the CPU backend and FP64 on every CUDA path
                                 : mode.precision == GDN_PRECISION_FP32 ? GDN_PATH_CHUNKED_FP32
                                                                        : GDN_PATH_CHUNKED_TC));
             DeviceProblem d(p);
+            if (c.bf16_chunk && mode.precision == GDN_PRECISION_BF16 && algo == GDN_ALGO_CHUNKED &&
+                (caps.features & GDN_FEATURE_WGMMA)) {
+                // With the tensors, as the run chooses: which BF16 path this case covers.
+                const gdn_tensors_t t = d.tensors();
+                gdn_path_info_t with_t;
+                gdn_path_info_init(&with_t);
+                REQUIRE(gdn_select_path(&caps, &p.problem, &t, &with_t) == GDN_SUCCESS);
+                INFO(c.name << ": " << with_t.reason);
+                CHECK(with_t.chunk_size == c.bf16_chunk);
+            }
             DeviceWorkspace ws;
             REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
             ws.fill_nan();

@@ -69,6 +69,19 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // the fused BF16 path (variant 3 on sm_90): full and partial chunks of
+                 // 64, an empty zero-start sequence, a padding sequence of NaN rows
+                 // between two live ones, the pool, [V][K]
+        s.seq_lens = {130, 0, 64, 65, 1};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.layout = GDN_STATE_VK;
+        s.state_indices = {3, 1, -1, 0, 2};
+        s.start_from_zero = {0, 1, 0, 1, 0};
+        s.nan_in_padding = true;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // decode with padding
         s.seq_lens = std::vector<int32_t>(6, 1);
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
