@@ -12,7 +12,8 @@ namespace {
 
 // The library's instances: BAL off (--balance gives the same bits, slower:
 // perf-notes v44), the marks compiled in and switched off (Args.phases and
-// .trace are 0: faster code, fused64.cuh says why), one per output dtype.
+// .trace are 0: no spill in the prep's loop, fused64.cuh says why), one per
+// output dtype.
 using Kernel = void (*)(fused64::Args);
 const Kernel kKernels[] = {
     fused64::fused64_kernel<false, true, GDN_DTYPE_F32>,

@@ -28,9 +28,10 @@
 // PROF: the clock64 marks (the probe's --phases) and per-chunk events
 // (--trace), each behind a run-time flag of Args (off in the library). The
 // library takes the PROF instances too: with the marks compiled out, ptxas
-// schedules the kernel ~20% slower at long single sequences (1.87 against
-// 1.52 ms at 32K on the H200, docs/perf-notes.md v47), though the flags are
-// off and the same bits come out.
+// spills 56 bytes inside the 136-register prep's A/P loop (with them, 20
+// bytes of the marks' own cold state), and the kernel is ~20% slower at long
+// single sequences (1.87 against 1.52 ms at 32K on the H200,
+// docs/perf-notes.md v47); the flags are off and the same bits come out.
 //
 // The kernel runs on what Params describes, for the problems the dispatch
 // gives it: BF16 q/k/v with K = V = 128, 16-byte aligned bases and strides
