@@ -58,7 +58,9 @@ gdn_status_t ensure_device_setup(int device) {
         e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = set_chunk_prep_attributes(size_t(optin));
     if (e == cudaSuccess) e = set_chunk_scan_attributes(size_t(optin));
+#if defined(GDN_CUDA_FUSED64)
     if (e == cudaSuccess) e = set_fused64_attributes(size_t(optin));
+#endif
     if (previous >= 0 && previous != device) {
         const cudaError_t back = cudaSetDevice(previous);
         if (e == cudaSuccess) e = back;
@@ -345,9 +347,13 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
 
     // The fused BF16 path (C = 64): chosen by the dispatch with the tensors.
     if (path.chunk_size == policy::kCudaFusedChunk) {
+#if defined(GDN_CUDA_FUSED64)
         if (cudaError_t e = launch_fused64(p, stream))
             return device_error("launching the CUDA fused BF16 kernel", e);
         return GDN_SUCCESS;
+#else  // (the dispatch offers it only with GDN_FEATURE_WGMMA, which this build never sets)
+        return fail(GDN_ERROR_INTERNAL, "the fused CUDA path was chosen in a build without it");
+#endif
     }
 
     const ScanMode mode = scan_mode_for(path.path, path.precision);

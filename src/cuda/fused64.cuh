@@ -1071,10 +1071,16 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
         void* f = nullptr;
         cudaDriverEntryPointQueryResult qr;
+#if CUDART_VERSION >= 12050
         if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &qr) !=
                 cudaSuccess ||
             qr != cudaDriverEntryPointSuccess)
             f = nullptr;
+#else  // (toolkits 12.0-12.4: the by-version lookup is 12.5's)
+        if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &qr) != cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess)
+            f = nullptr;
+#endif
         cudaGetLastError();  // (a failed lookup leaves no error for the caller's next call)
         return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
     }();

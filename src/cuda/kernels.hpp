@@ -144,7 +144,8 @@ cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const 
 // columns; each CTA prepares every other chunk for both. For the problems
 // policy::cuda_fused64_problem() accepts (BF16 q/k/v with TMA-able rows,
 // K = V = 128, f32 g and β, none of the input/output transforms). Gives the
-// same bits for any strides, slot layout or batch composition.
+// same bits for any strides, slot layout or batch composition. Built only
+// where the build has sm_90a code (GDN_CUDA_FUSED64, src/cuda/CMakeLists.txt).
 cudaError_t launch_fused64(const Params& p, cudaStream_t stream);
 cudaError_t set_fused64_attributes(size_t smem_limit);
 
