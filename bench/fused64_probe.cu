@@ -225,6 +225,10 @@ int main(int argc, char** argv) {
         std::printf("the tensor maps could not be encoded (cuTensorMapEncodeTiled)\n");
         return 1;
     }
+    if (a.gate_xform) {  // (the probe's instances are the plain-gate ones; its problem has f32 g and beta)
+        std::printf("the probe takes f32 g and beta without transforms\n");
+        return 1;
+    }
     const int phases = iopt("--phases", 0), trace = iopt("--trace", 0), bal = iopt("--balance", 0);
     // The instances with the marks compiled in (their flags off unless --phases or --trace), as
     // the library takes them; --marks 0: without them (~20% slower at 32K, perf-notes v47).

@@ -45,6 +45,7 @@ struct Options {
     gdn_dtype_t out_dtype = GDN_DTYPE_F32;
     std::vector<gdn_precision_t> precisions = {GDN_PRECISION_FP32};
     bool varlen = false;
+    bool l2norm = false;  // GDN_FLAG_QK_L2NORM (eps 1e-6)
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
@@ -57,6 +58,7 @@ struct Options {
                  "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128]\n"
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
+                 "                 [--l2norm (q/k L2-normalized in the call)]\n"
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
@@ -113,6 +115,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--dv") o.dv = std::stoi(next());
         else if (a == "--seqs") o.seqs = std::max(1, std::stoi(next()));
         else if (a == "--varlen") o.varlen = true;
+        else if (a == "--l2norm") o.l2norm = true;
         else if (a == "--dtype") o.dtype = parse_dtype(next());
         else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
         else if (a == "--precision") {
@@ -288,6 +291,8 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
     p.precision = precision;
+    p.flags = o.l2norm ? GDN_FLAG_QK_L2NORM : 0u;
+    p.l2norm_eps = 1e-6f;
     gdn_tensors_t t;
     gdn_tensors_init(&t);
     t.state = static_cast<float*>(d_state);
@@ -340,6 +345,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 sh.num_state_slots = 1;
                 sh.scale = 1.0f / std::sqrt(float(o.dk));
                 sh.l2norm_eps = sh.norm_eps = 1e-6f;
+                sh.flags = p.flags;
                 std::vector<float> hq(size_t(T) * o.dk), hk(size_t(T) * o.dk), hv(size_t(T) * o.dv), hg(T), hb(T);
                 for (int64_t tt = 0; tt < T; ++tt) {
                     const int64_t row_t = sq * T + tt;

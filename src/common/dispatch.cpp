@@ -111,12 +111,10 @@ std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const T
     if (s.head_dim_k != policy::kCudaFusedHeadDim || s.head_dim_v != policy::kCudaFusedHeadDim)
         return fmt::format("the fused CUDA path takes K = V = 128, not K = {}, V = {}", s.head_dim_k,
                            s.head_dim_v);
-    if (s.input_dtype != GDN_DTYPE_BF16 || s.gate_dtype != GDN_DTYPE_F32)
-        return "the fused CUDA path takes bf16 q/k/v and f32 g and beta";
-    if (s.flags & (GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
-                   GDN_FLAG_OUTPUT_NORM))
-        return "the fused CUDA path takes none of the q/k L2 norm, the raw gate, beta from logits "
-               "and the output norm";
+    if (s.input_dtype != GDN_DTYPE_BF16)
+        return "the fused CUDA path takes bf16 q/k/v";
+    if (s.flags & GDN_FLAG_OUTPUT_NORM)
+        return "the fused CUDA path does not take the output norm";
     if (s.num_seqs > policy::kCudaFusedMaxSeqs)
         return fmt::format("the fused CUDA path takes up to {} sequences, not {}",
                            policy::kCudaFusedMaxSeqs, s.num_seqs);

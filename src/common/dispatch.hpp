@@ -251,7 +251,8 @@ constexpr int32_t kHipMinSuperBlockChunks = 8;
 // before): T = 32768 1.53 ms against 1.83, 65536 3.02 / 3.62, 8 x 4096 1.31
 // / 1.88, 16 x 1024 0.70 / 1.00, T = 2048 0.111 / 0.137, T = 512 0.039 /
 // 0.048; at Hv 64 32K 1.55 / 2.27, 8 x 4096 1.70 / 2.34: faster at every
-// shape measured.
+// shape measured. With the q/k L2 norm (v48, run 170) 32K 1.64 ms against
+// the two-kernel path's 1.90, 8 x 4096 1.44 / 1.96.
 constexpr int32_t kCudaFusedChunk = 64;
 constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
 constexpr size_t kCudaFusedSmemBytes = 225920;        // the kernel's dynamic shared memory
@@ -266,9 +267,9 @@ constexpr int64_t kCpuChunkedMinTokens = 64;
 
 // Why the CUDA fused BF16 path cannot take this problem ("" if it can):
 // precision BF16, sm_90 with the library's sm_90a code (GDN_FEATURE_WGMMA)
-// and its shared memory, bf16 q/k/v, f32 g and β, K = V = 128, none of the
-// q/k L2 norm, raw gate, β logits or output norm; with tensors, q/k/v
-// 16-byte aligned with strides of 16-byte multiples (TMA).
+// and its shared memory, bf16 q/k/v (g and β in any gate dtype, the q/k L2
+// norm, the raw gate and β from logits taken), K = V = 128, no output norm;
+// with tensors, q/k/v 16-byte aligned with strides of 16-byte multiples (TMA).
 std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const Tensors* t);
 
 // `tensors` may be null (gdn_select_path without tensors): then the policy

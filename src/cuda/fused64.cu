@@ -13,21 +13,28 @@ namespace {
 // The library's instances: BAL off (--balance gives the same bits, slower:
 // perf-notes v44), the marks compiled in and switched off (Args.phases and
 // .trace are 0: no spill in the prep's loop, fused64.cuh says why), one per
-// output dtype.
+// output dtype, without and with the q/k L2 norm (NORM), without and with g
+// and β through the load warps' registers (GX: 16-bit g/β, the raw gate, β
+// from logits).
 using Kernel = void (*)(fused64::Args);
-const Kernel kKernels[] = {
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F32>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F16>,
+template <bool NORM, bool GX>
+constexpr Kernel kFor[3] = {
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F32, NORM, GX>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX>,
 };
+// (NORM always with GX: ptxas spills inside A's loop in the NORM instance of
+// the cp.async g/β path, not in this one; make_args sets gate_xform for it.)
+const Kernel* const kKernels[3] = {kFor<false, false>, kFor<false, true>, kFor<true, true>};
 static_assert(size_t(fused64::kRSmem) == policy::kCudaFusedSmemBytes,
               "the dispatch's figure of the fused kernel's shared memory");
 
-Kernel kernel_for(gdn_dtype_t out) {
+Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx) {
+    const Kernel* k = kKernels[norm ? 2 : int(gx)];
     switch (out) {
-        case GDN_DTYPE_F32: return kKernels[0];
-        case GDN_DTYPE_BF16: return kKernels[1];
-        case GDN_DTYPE_F16: return kKernels[2];
+        case GDN_DTYPE_F32: return k[0];
+        case GDN_DTYPE_BF16: return k[1];
+        case GDN_DTYPE_F16: return k[2];
         default: return nullptr;
     }
 }
@@ -35,19 +42,20 @@ Kernel kernel_for(gdn_dtype_t out) {
 }  // namespace
 
 cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
-    const Kernel kern = kernel_for(p.out_dt);
-    if (!kern) return cudaErrorInvalidValue;
     fused64::Args a;
     if (const cudaError_t e = fused64::make_args(p, &a)) return e;
+    const Kernel kern = kernel_for(p.out_dt, (p.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0);
+    if (!kern) return cudaErrorInvalidValue;
     return fused64::launch_args(kern, a, stream);
 }
 
 cudaError_t set_fused64_attributes(size_t smem_limit) {
     if (size_t(fused64::kRSmem) > smem_limit) return cudaSuccess;
-    for (Kernel k : kKernels)
-        if (const cudaError_t e =
-                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, fused64::kRSmem))
-            return e;
+    for (const Kernel* ks : kKernels)
+        for (int i = 0; i < 3; ++i)
+            if (const cudaError_t e =
+                    cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, fused64::kRSmem))
+                return e;
     return cudaSuccess;
 }
 

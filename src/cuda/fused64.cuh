@@ -14,7 +14,8 @@
 //    term each in atom columns; the output slot goes to the peer CTA by a
 //    bulk copy (thread 448, off the prep's path);
 //  - warps 12-13 (24 registers) copy chunk j's k, q, v rows (TMA, five boxes
-//    in 128-byte-swizzled atoms) and g, β (cp.async) into input slot j % 4.
+//    in 128-byte-swizzled atoms) and g, β (cp.async; GX: loaded, transformed
+//    and stored as f32) into input slot j % 4.
 // Two rings: four input slots (k, q, v, g, β; chunk j in slot j % 4) and two
 // output slots (T diag(β), P, F; slot j % 2, the preparing CTA's rank), so a
 // prep waits for a free output slot only before its last stores. mbarriers
@@ -35,10 +36,12 @@
 //
 // The kernel runs on what Params describes, for the problems the dispatch
 // gives it: BF16 q/k/v with K = V = 128, 16-byte aligned bases and strides
-// that are multiples of 8 elements (TMA), f32 g and β without the gate/β
-// transforms, an f32/bf16/f16 output (OUT, a template parameter: a run-time
-// branch around a wgmma makes ptxas serialize every wgmma of the kernel,
-// C7520), a [K][V] or [V][K] state pool with slot indices and zero starts.
+// that are multiples of 8 elements (TMA), g and β in f32 or bf16/f16 with
+// the raw gate and β from logits (applied by the load warps, Args.gate_xform),
+// the q/k L2 norm (NORM: per-token factors, perf-notes v48), an f32/bf16/f16
+// output (OUT, a template parameter: a run-time branch around a wgmma makes
+// ptxas serialize every wgmma of the kernel, C7520), a [K][V] or [V][K] state
+// pool with slot indices and zero starts. Not the output norm.
 #pragma once
 
 #include <cuda.h>
@@ -82,8 +85,14 @@ struct Args {
     // The same rows for a sequence's last, partial chunk (cp.async); element strides.
     const __nv_bfloat16 *q, *k, *v;
     int64_t q_tok, q_head, k_tok, k_head, v_tok, v_head;
-    const float *g, *beta;
+    const void *g, *beta;  // gate_dt elements
     int64_t g_tok, g_head, b_tok, b_head;
+    // gate_xform 0: f32 g and β as stored (cp.async). 1 (the GX instances): the load warps
+    // read g and β of gate_dt, g = −e^{A_log} softplus(a + dt_bias) where gate_raw,
+    // β = sigmoid(b) where beta_logits, and store them as f32.
+    int32_t gate_xform, gate_dt, gate_raw, beta_logits;
+    const float *A_log, *dt_bias;
+    float l2eps;  // NORM: q̂ = q / sqrt(q·q + l2eps), k̂ alike
     void* out;  // OUT elements
     int64_t o_tok, o_head;
     float* state;
@@ -105,7 +114,11 @@ constexpr int kWQkc = 16 * 1024;
 constexpr int kK = kWQ, kKc = kWQkc;
 constexpr int kV = 2 * kWQkc;
 constexpr int kG = kV + 8192, kB = kG + 64 * 4;
-constexpr int kRIn = (kB + 64 * 4 + 1023) / 1024 * 1024;
+// NORM: the k and q factors, kf_t = 1 / sqrt(k_t·k_t + eps) at kN, qf_t (the same of q,
+// without the scale) at kN + 256, formed by the prep from the slot's rows.
+constexpr int kN = kB + 64 * 4;
+constexpr int kRIn = (kN + 2 * 64 * 4 + 1023) / 1024 * 1024;
+static_assert(kRIn == 41 * 1024, "the norms fit the slot's tail");
 // Output slot (what the chain reads of a prep's work, one block for the bulk copy):
 // T diag(β)'s atoms (8 KB), P as an atom column (rows t, columns i, 8 KB), F (float4 [64]).
 constexpr int kOTB = 0, kOP = 8192, kOF = 16384;
@@ -277,10 +290,38 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
         static_cast<__half*>(base)[i] = __float2half_rn(x);
 }
 
-template <bool BAL, bool PROF, gdn_dtype_t OUT>
+// g or β of the gate dtype dt at element i, as f32.
+__device__ __forceinline__ float load_gate(const void* base, int64_t i, int dt) {
+    if (dt == GDN_DTYPE_F32) return static_cast<const float*>(base)[i];
+    const unsigned short b = static_cast<const unsigned short*>(base)[i];
+    return dt == GDN_DTYPE_BF16 ? __uint_as_float(uint32_t(b) << 16) : __half2float(__ushort_as_half(b));
+}
+
+// The sum of squares of eight bf16 values (16 bytes), added to acc.
+__device__ __forceinline__ float sumsq8(uint4 w, float acc) {
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float lo = __uint_as_float(u[i] << 16), hi = __uint_as_float(u[i] & 0xffff0000u);
+        acc = fmaf(lo, lo, acc);
+        acc = fmaf(hi, hi, acc);
+    }
+    return acc;
+}
+
+// NORM: q and k L2-normalized in the kernel (GDN_FLAG_QK_L2NORM) as per-token factors
+// (perf-notes v48): the prep takes kf_t = 1 / sqrt(k_t·k_t + eps) from its k·kᵀ's diagonal
+// (warpgroup 0) and qf_t from the q rows (warpgroup 1, while its product runs), and folds
+// them into A (β_t kf_t kf_i), P (scale qf_t), the output slot's diag(kf) T diag(β) (so the
+// chain's D is kf ⊙ D) and F (e^γ scale qf_t, e^γ kf_t): the chain and every wgmma operand
+// are those of the raw rows, the chain's code unchanged.
+// GX: g and β through the load warps' registers (Args.gate_xform; its own instances, so
+// that the others keep the measured code of the plain cp.async path).
+template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false>
 __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__ Args a) {
 #if defined(GDN_HAVE_WGMMA)
     static_assert(OUT == GDN_DTYPE_F32 || OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "the output dtypes");
+    static_assert(!(BAL && NORM), "the balanced prep (the probe's --balance) takes no norm");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const sm =
         smem_raw + ((0u - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) & 1023u);
@@ -328,14 +369,16 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     auto par_full = [&](int j) { return (j >> 1) & 1; };
     auto par_loaded = [&](int j) { return (j >> 2) & 1; };
     {
-        // in_loaded[s]: the load warps' threads (two warps) and thread 0's expect_tx (or, for a
-        // partial chunk, its plain arrival); in_empty[s]: this CTA's state threads (the prep
-        // of chunk j has read the slot before they pass out_full); out_full[o]: the preparing
-        // CTA's 256 prep threads (the peer's: one arrive of count 256 with the bulk copy's
-        // bytes); out_empty[o], in CTA o only: its state threads and a lane of each of the
-        // peer's state warps.
+        // in_loaded[s]: the load warps' threads (two warps: their copies' completion,
+        // cp.async.mbarrier.arrive.noinc) and thread 0's expect_tx (or, for a partial chunk,
+        // its plain arrival), and with gate_xform each load thread once more after its stores
+        // of g and β; in_empty[s]: this CTA's state threads (the prep of chunk j has read the
+        // slot before they pass out_full); out_full[o]: the preparing CTA's 256 prep threads
+        // (the peer's: one arrive of count 256 with the bulk copy's bytes); out_empty[o], in
+        // CTA o only: its state threads and a lane of each of the peer's state warps.
+        constexpr int n_loaded = GX ? 64 + 1 + 64 : 64 + 1;
         if (tid == 0)
-            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? 64 + 1 : i < 8 ? 128 : i < 10 ? 256 : 128 + 4);
+            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : 128 + 4);
         // T diag(β)'s blocks above the diagonal are never written: zero them in both output
         // slots (the peer's copies carry its zeros) before the peer may copy into them.
         for (int i = tid; i < 2 * 8192 / 4; i += 512)
@@ -409,8 +452,23 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // (Two warps: a token's g and β each.)
         const int t = lt & 63;
         const bool ok = t < L;
-        cp_async4(st + kG + 4 * t, ok ? a.g + (cs + t) * a.g_tok + int64_t(h) * a.g_head : a.g, ok ? 4 : 0);
-        cp_async4(st + kB + 4 * t, ok ? a.beta + (cs + t) * a.b_tok + int64_t(h) * a.b_head : a.beta, ok ? 4 : 0);
+        const int64_t gi = (cs + t) * a.g_tok + int64_t(h) * a.g_head, bi = (cs + t) * a.b_tok + int64_t(h) * a.b_head;
+        if constexpr (!GX) {
+            const float* g32 = static_cast<const float*>(a.g);
+            const float* b32 = static_cast<const float*>(a.beta);
+            cp_async4(st + kG + 4 * t, ok ? g32 + gi : g32, ok ? 4 : 0);
+            cp_async4(st + kB + 4 * t, ok ? b32 + bi : b32, ok ? 4 : 0);
+        } else {
+            // Past the end: g = β = 0, as the zero fill (a raw gate of 0 is not a g of 0).
+            float gv = 0.0f, bv = 0.0f;
+            if (ok) {
+                gv = load_gate(a.g, gi, a.gate_dt), bv = load_gate(a.beta, bi, a.gate_dt);
+                if (a.gate_raw) gv = -expf(a.A_log[h]) * softplus(gv + a.dt_bias[h]);
+                if (a.beta_logits) bv = sigmoid(bv);
+            }
+            reinterpret_cast<float*>(st + kG)[t] = gv;
+            reinterpret_cast<float*>(st + kB)[t] = bv;
+        }
         cp_async_commit();
     };
 
@@ -443,10 +501,12 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         for (int j = 0; j < nch; ++j) {
             mbar_wait(bars + 4 + (j & 3), ((j >> 2) & 1) ^ 1);
             if (tid == 384) ev(0, j);
-            load(j, tid - 384);
+            const int lt = tid - 384;
+            load(j, lt);
             if (tid == 384) ev(1, j);
             asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar_loaded(j)))
                          : "memory");
+            if constexpr (GX) mbar_arrive(bar_loaded(j));  // (after this thread's g and β stores)
         }
         cp_async_wait_all();
         return;
@@ -469,12 +529,25 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             x1 += __shfl_sync(0xffffffffu, x0, 31);
         };
         // The state warps' per-token factors F from γ into the output slot so: one warp.
-        auto store_f = [&](unsigned char* so, int L, float x0, float x1) {
+        // NORM: with kf and qf (the slot's kN): e^{γ_last−γ_t} (the chain's D' carries kf),
+        // e^γ scale qf_t, e^{γ_last}, e^γ kf_t.
+        auto store_f = [&](unsigned char* so, const unsigned char* st, int L, float x0, float x1) {
             float4* F = reinterpret_cast<float4*>(so + kOF);
             const float gl = __shfl_sync(0xffffffffu, (L - 1) < 32 ? x0 : x1, (L - 1) & 31);
             const float el = __expf(gl);
-            F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
-            F[lane + 32] = make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
+            if constexpr (NORM) {
+                const float* Nf = reinterpret_cast<const float*>(st + kN);
+                const float k0 = Nf[lane], k1 = Nf[lane + 32], q0 = Nf[64 + lane] * a.scale,
+                            q1 = Nf[96 + lane] * a.scale;
+                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * q0, el, __expf(x0) * k0);
+                F[lane + 32] =
+                    make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * q1, el, __expf(x1) * k1);
+            } else {
+                (void)st;
+                F[lane] = make_float4(lane < L ? __expf(gl - x0) : 0.0f, __expf(x0) * a.scale, el, __expf(x0));
+                F[lane + 32] =
+                    make_float4(lane + 32 < L ? __expf(gl - x1) : 0.0f, __expf(x1) * a.scale, el, __expf(x1));
+            }
         };
         // k·kᵀ (qk false) or q·kᵀ (true), 64 x 64, as 8 wgmma m64n64k16 with both operands
         // from the input slot's atoms: a warpgroup's; warp wq holds rows 16 wq...
@@ -629,16 +702,67 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             const float* Bt = reinterpret_cast<const float*>(st + kB);
             // T diag(β)'s element (t, c) into the atom column (rows t, columns c), one 16-bit
             // term (the blocks above the diagonal hold the zeros written at the start).
+            // NORM: diag(kf) T diag(β) (row t times kf_t), so that the chain's D' = kf ⊙ D serves
+            // both its products unchanged (Sᵀ += D2ᵀ K̂ = (e^{γ_last−γ} ⊙ D')ᵀ K, O += P D with P
+            // without kf_i = P⁰ D').
+            float* const Nw = reinterpret_cast<float*>(st + kN);
             auto tb_store = [&](int t, int c, float v) {
-                *reinterpret_cast<__nv_bfloat16*>(so + kOTB + atom_at(t, c, 0)) = __float2bfloat16_rn(v * Bt[c]);
+                float y = v * Bt[c];
+                if constexpr (NORM) y *= Nw[t];
+                *reinterpret_cast<__nv_bfloat16*>(so + kOTB + atom_at(t, c, 0)) = __float2bfloat16_rn(y);
             };
             // The product (k·kᵀ for warpgroup 0, q·kᵀ for 1) runs while every warp scans γ
             // itself (no barrier for it); warp 0 stores the state warps' factors F at the end,
             // with the other outputs.
             float x[8][4] = {};
             float y0, y1;
-            product(x, st, wg == 1, [&] { scan_gamma(st, y0, y1); });
+            product(x, st, wg == 1, [&] {
+                scan_gamma(st, y0, y1);
+                if constexpr (NORM) {
+                    if (wg == 1) {
+                        // qf of this warp's 16 q rows (P's rows), two lanes a row, while the
+                        // product runs; a_or_p reads them after a __syncwarp, store_f after
+                        // the barriers to come.
+                        const int r = 16 * wq + (lane >> 1), hh = lane & 1;
+                        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+                        for (int p = 0; p < 8; p += 2) {
+                            const unsigned char* qr = st + kWQ + 8 * 1024;
+                            s0 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p, kWQkc)), s0);
+                            s1 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p + 8, kWQkc)), s1);
+                        }
+                        float ss = s0 + s1;
+                        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+                        if (hh == 0) Nw[64 + r] = 1.0f / sqrtf(ss + a.l2eps);
+                    }
+                }
+            });
             uint32_t pk[2][8];  // P's (BAL: Pᵀ's) 16-bit pairs (warpgroup 1) until the output slot is free
+            if constexpr (NORM) {
+                if (wg == 0) {
+                    // kf from k·kᵀ's diagonal: (t, t) of row t = 16 wq + g (+ 8) sits in tile
+                    // 2 wq (+ 1), element g & 1 (+ 2), of the lane with tq = g / 2.
+                    float d0 = 0.0f, d1 = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt)
+                        if ((nt >> 1) == wq) {
+                            if ((nt & 1) == 0)
+                                d0 = (g & 1) ? x[nt][1] : x[nt][0];
+                            else
+                                d1 = (g & 1) ? x[nt][3] : x[nt][2];
+                        }
+                    if (tq == (g >> 1)) {
+                        Nw[16 * wq + g] = 1.0f / sqrtf(d0 + a.l2eps);
+                        Nw[16 * wq + 8 + g] = 1.0f / sqrtf(d1 + a.l2eps);
+                    }
+                    wg_bar(3);
+                    // A's columns' γ_i − ln kf_i, so that e^{y_t − y_i} carries kf_i / kf_t; its
+                    // rows make up the rest (a_or_p). γ itself comes back for F by a second scan.
+                    y0 -= __logf(Nw[lane]), y1 -= __logf(Nw[lane + 32]);
+                } else {
+                    __syncwarp();  // (this warp's qf)
+                }
+            }
             mark(2);
             // A (warpgroup 0, strictly lower, f32) or P (1, lower, one 16-bit term) of rows
             // 16 wq..; γ by shuffles, each column's once for both row halves. (One loop per
@@ -651,6 +775,14 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 for (int hf = 0; hf < 2; ++hf) {
                     const int t = 16 * wq + g + 8 * hf;
                     gt[hf] = __shfl_sync(0xffffffffu, wq < 2 ? y0 : y1, t & 31), bt[hf] = Bt[t];
+                    if constexpr (NORM) {
+                        // A: β_t kf_t² e^{y_t − y_i} = β_t kf_t kf_i e^{γ_t − γ_i}; P⁰: scale qf_t
+                        // e^{γ_t − γ_i} (kf_i is in D', the chain's D).
+                        if constexpr (kIsA)
+                            bt[hf] *= Nw[t] * Nw[t];
+                        else
+                            gt[hf] += __logf(Nw[64 + t]);
+                    }
                 }
 #pragma unroll
                 for (int nt = 0; nt < 8; ++nt) {
@@ -808,7 +940,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 mark(13);
                 mbar_wait(bars + 10 + (j & 1), ((j >> 1) & 1) ^ 1);
                 mark(14);
-                if (w8 == 0) store_f(so, L, y0, y1);
+                if (w8 == 0) {
+                    if constexpr (NORM) scan_gamma(st, y0, y1);
+                    store_f(so, st, L, y0, y1);
+                }
                 if (wg == 1) {
                     if constexpr (BAL) {
                         // P from Pᵀ's fragments: stmatrix.trans writes the 8 x 8 tile of Pᵀ
@@ -836,8 +971,9 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                     const int rb = blk < 4 ? blk : blk == 4 ? 1 : 3, cb = blk < 4 ? blk : rb - 1;
                     const int t = 16 * rb + rr, c = 16 * cb + cp;
                     const float2 v = *reinterpret_cast<const float2*>(Tf + t * kLDA + c);
-                    *reinterpret_cast<__nv_bfloat162*>(so + kOTB + atom_at(t, c, 0)) =
-                        __floats2bfloat162_rn(v.x * Bt[c], v.y * Bt[c + 1]);
+                    float2 w = make_float2(v.x * Bt[c], v.y * Bt[c + 1]);
+                    if constexpr (NORM) w.x *= Nw[t], w.y *= Nw[t];
+                    *reinterpret_cast<__nv_bfloat162*>(so + kOTB + atom_at(t, c, 0)) = __floats2bfloat162_rn(w.x, w.y);
                 }
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
@@ -1103,8 +1239,8 @@ inline bool encode_rows(CUtensorMap* m, const void* base, int64_t tokens, int32_
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The kernel's arguments from Params (phases and trace off); cudaErrorInvalidValue where a
-// tensor map cannot be encoded.
+// The kernel's arguments from Params (phases and trace off; the caller picks the NORM
+// instance from p.flags); cudaErrorInvalidValue where a tensor map cannot be encoded.
 inline cudaError_t make_args(const Params& p, Args* a) {
     *a = Args{};
     if (!encode_rows(&a->tk, p.k, p.num_tokens, p.Hk, p.k_head, p.k_tok) ||
@@ -1117,8 +1253,15 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->q_tok = p.q_tok, a->q_head = p.q_head;
     a->k_tok = p.k_tok, a->k_head = p.k_head;
     a->v_tok = p.v_tok, a->v_head = p.v_head;
-    a->g = static_cast<const float*>(p.g), a->g_tok = p.g_tok, a->g_head = p.g_head;
-    a->beta = static_cast<const float*>(p.beta), a->b_tok = p.b_tok, a->b_head = p.b_head;
+    a->g = p.g, a->g_tok = p.g_tok, a->g_head = p.g_head;
+    a->beta = p.beta, a->b_tok = p.b_tok, a->b_head = p.b_head;
+    a->gate_dt = int32_t(p.gate_dt);
+    a->gate_raw = (p.flags & GDN_FLAG_GATE_FROM_RAW) != 0;
+    a->beta_logits = (p.flags & GDN_FLAG_BETA_FROM_LOGITS) != 0;
+    // (With the q/k L2 norm always: the library's NORM instances are GX ones.)
+    a->gate_xform = p.gate_dt != GDN_DTYPE_F32 || a->gate_raw || a->beta_logits || (p.flags & GDN_FLAG_QK_L2NORM);
+    a->A_log = p.A_log, a->dt_bias = p.dt_bias;
+    a->l2eps = p.l2norm_eps;
     a->out = p.out, a->o_tok = p.o_tok, a->o_head = p.o_head;
     a->state = p.state, a->slot_stride = p.slot_stride;
     a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
