@@ -57,6 +57,15 @@ std::vector<Spec> determinism_shapes() {
     f.nan_in_padding = true;
     f.seed = 16;
     shapes.push_back(f);
+    Spec g;  // the fused path's input transforms (q/k L2 norm by the load warps' factors,
+             // raw gate, β logits, bf16 g and β)
+    g.seq_lens = {2000, 0, 130};
+    g.hk = 2, g.hv = 6, g.k = g.v = 128;
+    g.input = g.gate = GDN_DTYPE_BF16;
+    g.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+    g.start_from_zero = {0, 1, 0};
+    g.seed = 17;
+    shapes.push_back(g);
     return shapes;
 }
 

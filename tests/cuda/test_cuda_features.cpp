@@ -90,7 +90,7 @@ std::vector<Case> feature_cases() {
         s.layout = GDN_STATE_VK;
         s.mapping = GDN_HEADS_INTERLEAVED;
         s.seed = 2;
-        cases.push_back({"bf16, l2norm, raw gate, beta logits, VK, interleaved", s});
+        cases.push_back({"bf16, l2norm, raw gate, beta logits, VK, interleaved", s, 64});
     }
     {
         Spec s;  // f16 in, f32 gates/out, output norm, strides, varlen, pool, padding, zero flags
@@ -179,6 +179,70 @@ std::vector<Case> feature_cases() {
         s.scale = 0.2f;
         s.seed = 11;
         cases.push_back({"fused BF16: VK, interleaved, head-major, cu_seqlens NULL, bf16 out", s, 64});
+    }
+    {
+        Spec s;  // the fused path's input transforms: q/k L2 norm, raw gate, β from
+                 // logits, bf16 g and β, with varlen, NaN padding rows, a pool, zero
+                 // starts and lengths that miss the chunk of 64
+        s.seq_lens = {300, 0, 64, 129, 1, 65};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+        s.scale = 0.3f, s.l2norm_eps = 1e-5f;
+        s.state_indices = {4, 2, -1, 0, 6, 1};
+        s.num_state_slots = 8;
+        s.start_from_zero = {0, 1, 0, 1, 0, 1};
+        s.nan_in_padding = true;
+        s.seed = 13;
+        cases.push_back({"fused BF16: l2norm, raw gate, beta logits, bf16 gates, varlen, pool", s, 64});
+    }
+    {
+        Spec s;  // the L2 norm alone (keys not of unit length before it), f32 gates,
+                 // G = 3, bf16 out, a partial last chunk
+        s.seq_lens = {700};
+        s.hk = 1, s.hv = 3, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM;
+        s.unit_keys = false;
+        s.seed = 14;
+        cases.push_back({"fused BF16: l2norm, f32 gates, bf16 out", s, 64});
+    }
+    {
+        Spec s;  // bf16 g and β as stored (no transform), [V][K], interleaved
+        s.seq_lens = {130, 257};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.layout = GDN_STATE_VK;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.seed = 15;
+        cases.push_back({"fused BF16: bf16 gates as stored, VK, interleaved", s, 64});
+    }
+    {
+        Spec s;  // the raw gate alone, f32 a (the load warps' f32 reads)
+        s.seq_lens = {190};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_GATE_FROM_RAW;
+        s.seed = 17;
+        cases.push_back({"fused BF16: raw gate, f32 gates", s, 64});
+    }
+    {
+        Spec s;  // β from logits alone, f32, two sequences
+        s.seq_lens = {64, 100};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_BETA_FROM_LOGITS;
+        s.seed = 18;
+        cases.push_back({"fused BF16: beta logits, f32 gates", s, 64});
+    }
+    {
+        Spec s;  // the output norm is the two-kernel path's (with the other flags)
+        s.seq_lens = {200};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+        s.seed = 16;
+        cases.push_back({"BF16, l2norm and output norm (not fused)", s, 32});
     }
     {
         Spec s;  // rows that TMA cannot take (strides of 2-byte multiples): the

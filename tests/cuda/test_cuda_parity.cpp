@@ -313,70 +313,80 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
 }
 
 // The fused BF16 path (C = 64; sm_90 builds with its sm_90a code): BF16
-// q/k/v, f32 gates, K = V = 128, G = 3. Every length 1..130 (each remainder
-// mod 64, one and two chunks), then every 61st up to 4099 (61 = -3 mod 64),
-// from a non-zero state, within the BF16 bound of bf16 inputs.
+// q/k/v, K = V = 128, G = 3; f32 gates as stored, then the input transforms
+// (q/k L2 norm, raw gate, β from logits, bf16 g and β). Every length 1..130
+// (each remainder mod 64, one and two chunks), then every 61st up to 4099
+// (61 = -3 mod 64), from a non-zero state, within the BF16 bound of bf16
+// inputs.
 TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
           "[cuda][parity][tc][fused]") {
     const gdn_caps_t caps = cuda_caps();
-    Spec spec;
-    spec.seq_lens = {4099};
-    spec.hk = 1;
-    spec.hv = 3;
-    spec.k = spec.v = 128;
-    spec.input = GDN_DTYPE_BF16;
-    spec.seed = 43;
-    Problem p(spec);
-    DeviceProblem d(p);
-    IncrementalReference ref(p);
-    DeviceWorkspace ws;
-    size_for_tc_modes(ws, caps, p.problem);
-    {
-        gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
-        q.precision = GDN_PRECISION_BF16;
-        const gdn_tensors_t t = d.tensors();
-        gdn_path_info_t info;
-        gdn_path_info_init(&info);
-        REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
-        INFO(info.reason);
-        if (!(caps.features & GDN_FEATURE_WGMMA)) {
-            // No fused path here: the dispatch must say C = 32 (the parity
-            // sweep above covers that path).
-            CHECK(info.chunk_size == 32);
-            std::printf("fused parity: %s has no fused path (no sm_90a code): C = 32 serves BF16\n",
-                        caps.arch);
-            return;
+    for (const bool transforms : {false, true}) {
+        Spec spec;
+        spec.seq_lens = {4099};
+        spec.hk = 1;
+        spec.hv = 3;
+        spec.k = spec.v = 128;
+        spec.input = GDN_DTYPE_BF16;
+        spec.seed = 43;
+        if (transforms) {
+            spec.gate = GDN_DTYPE_BF16;
+            spec.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+            spec.seed = 44;
         }
-        REQUIRE(info.chunk_size == 64);
+        const char* const what = transforms ? "l2norm, raw gate, beta logits, bf16 gates" : "f32 gates";
+        Problem p(spec);
+        DeviceProblem d(p);
+        IncrementalReference ref(p);
+        DeviceWorkspace ws;
+        size_for_tc_modes(ws, caps, p.problem);
+        {
+            gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
+            q.precision = GDN_PRECISION_BF16;
+            const gdn_tensors_t t = d.tensors();
+            gdn_path_info_t info;
+            gdn_path_info_init(&info);
+            REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
+            INFO(info.reason);
+            if (!(caps.features & GDN_FEATURE_WGMMA)) {
+                // No fused path here: the dispatch must say C = 32 (the parity
+                // sweep above covers that path).
+                CHECK(info.chunk_size == 32);
+                std::printf("fused parity: %s has no fused path (no sm_90a code): C = 32 serves BF16\n",
+                            caps.arch);
+                return;
+            }
+            REQUIRE(info.chunk_size == 64);
+        }
+        std::vector<int64_t> lengths;
+        for (int64_t T = 1; T <= 130; ++T) lengths.push_back(T);
+        for (int64_t T = 191; T < 4099; T += 61) lengths.push_back(T);
+        lengths.push_back(4099);
+        // The output within the BF16 bound of bf16 inputs (kTcModes); the state
+        // within 6e-3: the fused path rounds T diag(β), P, Sᵀ and D2 to one BF16
+        // term each (the C = 32 path keeps two for T diag(β) and P), which puts its
+        // state at up to 5.5e-3 here (H200, run 164), where flash-linear-attention's
+        // bf16 kernels reach ~5e-3 (docs/perf-notes.md v46: the same class).
+        constexpr double kBound = 5e-3, kBoundState = 6e-3;
+        Worst worst_out, worst_state;
+        for (int64_t T : lengths) {
+            ref.advance_to(T);
+            const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
+            const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kBound);
+            const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kBoundState);
+            INFO(what << ", T = " << T);
+            INFO(describe(co, "out vs FP64"));
+            INFO(describe(cs, "state vs FP64"));
+            CHECK(co.ok());
+            CHECK(cs.ok());
+            worst_out.add(co.rel(), T);
+            worst_state.add(cs.rel(), T);
+        }
+        std::printf("fused parity sweep, %s (%zu lengths, Hk 1, Hv 3, bf16 inputs): worst out %.3g (T %lld) "
+                    "state %.3g (T %lld), bounds %.0e / %.0e\n",
+                    what, lengths.size(), worst_out.value, (long long)worst_out.at, worst_state.value,
+                    (long long)worst_state.at, kBound, kBoundState);
     }
-    std::vector<int64_t> lengths;
-    for (int64_t T = 1; T <= 130; ++T) lengths.push_back(T);
-    for (int64_t T = 191; T < 4099; T += 61) lengths.push_back(T);
-    lengths.push_back(4099);
-    // The output within the BF16 bound of bf16 inputs (kTcModes); the state
-    // within 6e-3: the fused path rounds T diag(β), P, Sᵀ and D2 to one BF16
-    // term each (the C = 32 path keeps two for T diag(β) and P), which puts its
-    // state at up to 5.5e-3 here (H200, run 164), where flash-linear-attention's
-    // bf16 kernels reach ~5e-3 (docs/perf-notes.md v46: the same class).
-    constexpr double kBound = 5e-3, kBoundState = 6e-3;
-    Worst worst_out, worst_state;
-    for (int64_t T : lengths) {
-        ref.advance_to(T);
-        const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
-        const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kBound);
-        const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kBoundState);
-        INFO("T = " << T);
-        INFO(describe(co, "out vs FP64"));
-        INFO(describe(cs, "state vs FP64"));
-        CHECK(co.ok());
-        CHECK(cs.ok());
-        worst_out.add(co.rel(), T);
-        worst_state.add(cs.rel(), T);
-    }
-    std::printf("fused parity sweep (%zu lengths, Hk 1, Hv 3, bf16 inputs): worst out %.3g (T %lld) state "
-                "%.3g (T %lld), bounds %.0e / %.0e\n",
-                lengths.size(), worst_out.value, (long long)worst_out.at, worst_state.value,
-                (long long)worst_state.at, kBound, kBoundState);
 }
 
 TEST_CASE("tensor-core chunked path matches FP64 at 8192 and 32768 tokens, Hk 16, Hv 48",

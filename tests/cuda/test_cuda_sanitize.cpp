@@ -82,6 +82,15 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // the fused path's input transforms: the load warps' q/k factors
+                 // (in_tma, then in_loaded), bf16 g and β read and transformed there
+        s.seq_lens = {130, 65};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // decode with padding
         s.seq_lens = std::vector<int32_t>(6, 1);
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
