@@ -45,7 +45,8 @@ struct Options {
     gdn_dtype_t out_dtype = GDN_DTYPE_F32;
     std::vector<gdn_precision_t> precisions = {GDN_PRECISION_FP32};
     bool varlen = false;
-    bool l2norm = false;  // GDN_FLAG_QK_L2NORM (eps 1e-6)
+    bool l2norm = false;       // GDN_FLAG_QK_L2NORM (eps 1e-6)
+    bool typed_gates = false;  // g and beta in the input dtype (else f32)
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
@@ -59,6 +60,7 @@ struct Options {
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
                  "                 [--l2norm (q/k L2-normalized in the call)]\n"
+                 "                 [--typed-gates (g and beta in the input dtype, not f32)]\n"
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
@@ -116,6 +118,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--seqs") o.seqs = std::max(1, std::stoi(next()));
         else if (a == "--varlen") o.varlen = true;
         else if (a == "--l2norm") o.l2norm = true;
+        else if (a == "--typed-gates") o.typed_gates = true;
         else if (a == "--dtype") o.dtype = parse_dtype(next());
         else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
         else if (a == "--precision") {
@@ -254,18 +257,28 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         return bytes;
     };
     auto bq = typed(q), bk = typed(k), bv = typed(v);
+    // g and beta: f32, or (--typed-gates) the input dtype, rounded alike.
+    const gdn_dtype_t gate_dt = o.typed_gates ? o.dtype : GDN_DTYPE_F32;
+    const size_t gate_es = gdn::dtype_size(gate_dt);
+    std::vector<uint8_t> bg(ng * 4), bb(ng * 4);
+    if (o.typed_gates) {
+        bg = typed(g), bb = typed(beta);
+    } else {
+        std::memcpy(bg.data(), g.data(), ng * 4);
+        std::memcpy(bb.data(), beta.data(), ng * 4);
+    }
 
     // Several copies of the inputs so a rerun does not time the L2 (60 MB on an H200).
-    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * 4 + nv * out_es;
+    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * gate_es + nv * out_es;
     const int sets = caps.backend == GDN_BACKEND_CPU ? 1 : int(std::min<size_t>(8, 1 + (150u << 20) / set_bytes));
     struct Set { void *q, *k, *v, *g, *beta, *out; };
     std::vector<Set> S(sets);
     for (auto& s : S) {
         s.q = mem.alloc(nq * in_es); s.k = mem.alloc(nq * in_es); s.v = mem.alloc(nv * in_es);
-        s.g = mem.alloc(ng * 4); s.beta = mem.alloc(ng * 4); s.out = mem.alloc(nv * out_es);
+        s.g = mem.alloc(ng * gate_es); s.beta = mem.alloc(ng * gate_es); s.out = mem.alloc(nv * out_es);
         mem.upload(s.q, bq.data(), bq.size()); mem.upload(s.k, bk.data(), bk.size());
-        mem.upload(s.v, bv.data(), bv.size()); mem.upload(s.g, g.data(), ng * 4);
-        mem.upload(s.beta, beta.data(), ng * 4);
+        mem.upload(s.v, bv.data(), bv.size()); mem.upload(s.g, bg.data(), ng * gate_es);
+        mem.upload(s.beta, bb.data(), ng * gate_es);
     }
     void* d_state = mem.alloc(nstate * 4);
     // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU).
@@ -287,7 +300,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.head_dim_k = o.dk;
     p.head_dim_v = o.dv;
     p.input_dtype = o.dtype;
-    p.gate_dtype = GDN_DTYPE_F32;
+    p.gate_dtype = gate_dt;
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
     p.precision = precision;
