@@ -599,7 +599,8 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         CHECK(chunk(h200, x, nullptr) == 32);
         CHECK(std::string(info.reason).find("C = 32") != std::string::npos);
     }
-    // The input transforms and 16-bit gates it takes (the load warps and the prep apply them).
+    // The input transforms and 16-bit gates it takes (the load warps apply the gates', the
+    // prep the norm's).
     const std::pair<const char*, std::function<void(gdn_problem_t&)>> fits[] = {
         {"bf16 gates", [](gdn_problem_t& x) { x.gate_dtype = GDN_DTYPE_BF16; }},
         {"q/k L2 norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_QK_L2NORM; }},

@@ -23,8 +23,9 @@ constexpr Kernel kFor[3] = {
     fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX>,
     fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX>,
 };
-// (NORM always with GX: ptxas spills inside A's loop in the NORM instance of
-// the cp.async g/β path, not in this one; make_args sets gate_xform for it.)
+// (NORM always with GX, the form measured on the H200, perf-notes v48; an
+// earlier form's NORM instance of the cp.async g/β path spilled inside A's
+// loop. make_args sets gate_xform with the norm.)
 const Kernel* const kKernels[3] = {kFor<false, false>, kFor<false, true>, kFor<true, true>};
 static_assert(size_t(fused64::kRSmem) == policy::kCudaFusedSmemBytes,
               "the dispatch's figure of the fused kernel's shared memory");

@@ -1258,7 +1258,7 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->gate_dt = int32_t(p.gate_dt);
     a->gate_raw = (p.flags & GDN_FLAG_GATE_FROM_RAW) != 0;
     a->beta_logits = (p.flags & GDN_FLAG_BETA_FROM_LOGITS) != 0;
-    // (With the q/k L2 norm always: the library's NORM instances are GX ones.)
+    // (With the q/k L2 norm always: the library's NORM instances are GX ones, fused64.cu.)
     a->gate_xform = p.gate_dt != GDN_DTYPE_F32 || a->gate_raw || a->beta_logits || (p.flags & GDN_FLAG_QK_L2NORM);
     a->A_log = p.A_log, a->dt_bias = p.dt_bias;
     a->l2eps = p.l2norm_eps;

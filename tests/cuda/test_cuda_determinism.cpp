@@ -57,8 +57,8 @@ std::vector<Spec> determinism_shapes() {
     f.nan_in_padding = true;
     f.seed = 16;
     shapes.push_back(f);
-    Spec g;  // the fused path's input transforms (q/k L2 norm by the load warps' factors,
-             // raw gate, β logits, bf16 g and β)
+    Spec g;  // the fused path's input transforms (the q/k L2 norm as the prep's per-token
+             // factors, raw gate, β logits, bf16 g and β through the load warps)
     g.seq_lens = {2000, 0, 130};
     g.hk = 2, g.hv = 6, g.k = g.v = 128;
     g.input = g.gate = GDN_DTYPE_BF16;

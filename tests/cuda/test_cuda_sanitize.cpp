@@ -82,8 +82,9 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
-        Spec s;  // the fused path's input transforms: the load warps' q/k factors
-                 // (in_tma, then in_loaded), bf16 g and β read and transformed there
+        Spec s;  // the fused path's input transforms: the prep's q/k factors (kN in
+                 // the input slot), bf16 g and β read, transformed and stored by the load
+                 // warps (in_loaded's extra arrivals)
         s.seq_lens = {130, 65};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
         s.input = s.gate = GDN_DTYPE_BF16;
