@@ -72,10 +72,15 @@ __device__ __forceinline__ void store_float(void* base, gdn_dtype_t t, int64_t i
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// g from the raw a of value head h: −e^{A_log[h]} softplus(a + dt_bias[h]).
+__device__ __forceinline__ float gate_from_raw(float a, float A_log_h, float dt_bias_h) {
+    return -expf(A_log_h) * softplus(a + dt_bias_h);
+}
+
 // g of value head h from the stored value (a with GDN_FLAG_GATE_FROM_RAW).
 __device__ __forceinline__ float gate_of(const Params& p, float stored, int32_t h) {
     if (!(p.flags & GDN_FLAG_GATE_FROM_RAW)) return stored;
-    return -expf(p.A_log[h]) * softplus(stored + p.dt_bias[h]);
+    return gate_from_raw(stored, p.A_log[h], p.dt_bias[h]);
 }
 
 __device__ __forceinline__ float beta_of(const Params& p, float stored) {

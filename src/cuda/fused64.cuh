@@ -290,13 +290,6 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
         static_cast<__half*>(base)[i] = __float2half_rn(x);
 }
 
-// g or β of the gate dtype dt at element i, as f32.
-__device__ __forceinline__ float load_gate(const void* base, int64_t i, int dt) {
-    if (dt == GDN_DTYPE_F32) return static_cast<const float*>(base)[i];
-    const unsigned short b = static_cast<const unsigned short*>(base)[i];
-    return dt == GDN_DTYPE_BF16 ? __uint_as_float(uint32_t(b) << 16) : __half2float(__ushort_as_half(b));
-}
-
 // The sum of squares of eight bf16 values (16 bytes), added to acc.
 __device__ __forceinline__ float sumsq8(uint4 w, float acc) {
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
@@ -462,8 +455,15 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // Past the end: g = β = 0, as the zero fill (a raw gate of 0 is not a g of 0).
             float gv = 0.0f, bv = 0.0f;
             if (ok) {
-                gv = load_gate(a.g, gi, a.gate_dt), bv = load_gate(a.beta, bi, a.gate_dt);
-                if (a.gate_raw) gv = -expf(a.A_log[h]) * softplus(gv + a.dt_bias[h]);
+                // (Plain loads, not load_float's __ldg: with those ptxas rescheduled this
+                // instance's prep and chain, which run 170 measured without them.)
+                const gdn_dtype_t dt = static_cast<gdn_dtype_t>(a.gate_dt);
+                auto raw = [&](const void* b, int64_t i) {
+                    return dt == GDN_DTYPE_F32 ? static_cast<const uint32_t*>(b)[i]
+                                               : uint32_t(static_cast<const unsigned short*>(b)[i]);
+                };
+                gv = bits_to_float(raw(a.g, gi), dt), bv = bits_to_float(raw(a.beta, bi), dt);
+                if (a.gate_raw) gv = gate_from_raw(gv, a.A_log[h], a.dt_bias[h]);
                 if (a.beta_logits) bv = sigmoid(bv);
             }
             reinterpret_cast<float*>(st + kG)[t] = gv;
