@@ -95,6 +95,9 @@ struct Args {
     float l2eps;  // NORM: q̂ = q / sqrt(q·q + l2eps), k̂ alike
     void* out;  // OUT elements
     int64_t o_tok, o_head;
+    // 16-bit OUT: the base 8-byte aligned and both strides multiples of 4 elements, so the
+    // chain writes a token's four columns as one 8-byte store (otherwise one element each).
+    int32_t out_vec;
     float* state;
     int64_t slot_stride;
     const int32_t* cu;  // null: sequence n is tokens [n equal_len, (n + 1) equal_len)
@@ -288,6 +291,19 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
         static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(x);
     else
         static_cast<__half*>(base)[i] = __float2half_rn(x);
+}
+
+// Two outputs as a 16-bit pair (x the lower address), rounded to nearest (even).
+template <gdn_dtype_t OUT>
+__device__ __forceinline__ uint32_t pack_out2(float x, float y) {
+    static_assert(OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "16-bit outputs");
+    if constexpr (OUT == GDN_DTYPE_BF16) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(x, y);
+        return *reinterpret_cast<const uint32_t*>(&b);
+    } else {
+        const __half2 b = __floats2half2_rn(x, y);
+        return *reinterpret_cast<const uint32_t*>(&b);
+    }
 }
 
 // The sum of squares of eight bf16 values (16 bytes), added to acc.
@@ -1036,6 +1052,36 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     };
     auto store_out = [&](const float(&y)[8][4], int64_t cs, int L) {
         const int64_t ld = a.o_tok, o = cs * a.o_tok + int64_t(h) * a.o_head + cw;
+        if constexpr (OUT != GDN_DTYPE_F32) {
+            if (a.out_vec) {
+                // y[jt] holds (column cw, cw + 8) x (token t, t + 1). Two exchanges give each
+                // thread four adjacent columns of one token, so that a warp's store writes
+                // 8 tokens x 32 bytes (whole sectors) instead of 4 x 16 with 2-byte stores
+                // (perf-notes v50). 1: lanes g, g ^ 1 (columns cw, cw ± 1): an even g keeps
+                // token t, an odd g token t + 1, each as the pairs lo = (c, c + 1) and
+                // hi = (c + 8, c + 9), c = c0 + 16 warp + (g & 6). 2: lanes g, g ^ 2: g & 2 == 0
+                // keeps columns c .. c + 3, else c + 8 .. c + 11, c = c0 + 16 warp + (g & 4).
+                // (g from the thread's index here: held across the kernel it was spilled.)
+                const int gg = (threadIdx.x >> 2) & 7;
+                const bool odd = (gg & 1) != 0, up = (gg & 2) != 0;
+                uint16_t* ob = static_cast<uint16_t*>(a.out) + cs * ld + int64_t(h) * a.o_head +
+                               (c0 + 16 * warp + (gg & 4) + (up ? 8 : 0)) + int64_t(2 * tq + int(odd)) * ld;
+                const int64_t step = 8 * ld;
+#pragma unroll
+                for (int jt = 0; jt < 8; ++jt, ob += step) {
+                    const uint32_t p02 = pack_out2<OUT>(y[jt][0], y[jt][2]);  // token t: cw, cw + 8
+                    const uint32_t p13 = pack_out2<OUT>(y[jt][1], y[jt][3]);  // token t + 1
+                    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? p02 : p13, 4);
+                    const uint32_t keep = odd ? p13 : p02;
+                    const uint32_t l1 = odd ? r1 : keep, h1 = odd ? keep : r1;
+                    const uint32_t lo = __byte_perm(l1, h1, 0x5410), hi = __byte_perm(l1, h1, 0x7632);
+                    const uint32_t r2 = __shfl_xor_sync(0xffffffffu, up ? lo : hi, 8);
+                    const int t = 8 * jt + 2 * tq + int(odd);
+                    if (t < L) *reinterpret_cast<uint2*>(ob) = up ? make_uint2(r2, hi) : make_uint2(lo, r2);
+                }
+                return;
+            }
+        }
 #pragma unroll
         for (int jt = 0; jt < 8; ++jt) {
             const int t = 8 * jt + 2 * tq;
@@ -1263,6 +1309,8 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->A_log = p.A_log, a->dt_bias = p.dt_bias;
     a->l2eps = p.l2norm_eps;
     a->out = p.out, a->o_tok = p.o_tok, a->o_head = p.o_head;
+    a->out_vec = p.out_dt != GDN_DTYPE_F32 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0 && p.o_tok % 4 == 0 &&
+                 p.o_head % 4 == 0;
     a->state = p.state, a->slot_stride = p.slot_stride;
     a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
     a->state_indices = p.state_indices, a->start_from_zero = p.start_from_zero;
