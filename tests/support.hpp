@@ -155,6 +155,7 @@ struct Spec {
     // (head stride > token stride). All zero: packed, strides passed as 0.
     int64_t head_pad = 0, row_pad = 0;
     bool head_major = false;
+    int64_t out_row_pad = 0;  // extra elements after each output token row alone (added to row_pad)
     // Data.
     uint64_t seed = 1;
     double g_lo = -0.3, g_hi = -0.01;     // log decay ~ U(g_lo, g_hi)
@@ -260,7 +261,11 @@ public:
         z_l = layout_for(s, T, s.hv, s.v, s.input);
         g_l = layout_for(s, T, s.hv, 1, s.gate);
         beta_l = layout_for(s, T, s.hv, 1, s.gate);
-        out_l = layout_for(s, T, s.hv, s.v, s.output);
+        {
+            Spec so = s;  // the output's own row padding
+            so.row_pad += s.out_row_pad;
+            out_l = layout_for(so, T, s.hv, s.v, s.output);
+        }
         q.resize(q_l.elements * dtype_bytes(s.input));
         k.resize(k_l.elements * dtype_bytes(s.input));
         v.resize(v_l.elements * dtype_bytes(s.input));

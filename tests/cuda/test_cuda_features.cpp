@@ -236,6 +236,24 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: beta logits, f32 gates", s, 64});
     }
     {
+        Spec s;  // f16 out by the chain's 8-byte stores, partial chunks of odd length
+        s.seq_lens = {129, 63};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.seed = 19;
+        cases.push_back({"fused BF16: f16 out, odd partial chunks", s, 64});
+    }
+    {
+        Spec s;  // output rows of 2-element padding: the chain's 2-byte stores
+        s.seq_lens = {129, 70};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.out_row_pad = 2;
+        s.seed = 20;
+        cases.push_back({"fused BF16: bf16 out rows padded by 2 (2-byte stores)", s, 64});
+    }
+    {
         Spec s;  // the output norm is the two-kernel path's (with the other flags)
         s.seq_lens = {200};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;

@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "cuda_support.hpp"
 
@@ -386,6 +388,65 @@ TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
                     "state %.3g (T %lld), bounds %.0e / %.0e\n",
                     what, lengths.size(), worst_out.value, (long long)worst_out.at, worst_state.value,
                     (long long)worst_state.at, kBound, kBoundState);
+    }
+}
+
+// The fused path writes 16-bit outputs as 8-byte stores of four columns after two
+// lane exchanges where the output allows (8-byte aligned, strides multiples of 4
+// elements), and one element a store otherwise (perf-notes v50): both must give the
+// same bits, at every chunk remainder (sequences of 1 ... 130 tokens in one call),
+// write every live row and nothing past a sequence's end.
+TEST_CASE("fused BF16 path: 16-bit outputs by 8-byte and by 2-byte stores give the same bits",
+          "[cuda][tc][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    if (!(caps.features & GDN_FEATURE_WGMMA)) {
+        std::printf("fused output stores: %s has no fused path (no sm_90a code): not applicable\n", caps.arch);
+        return;
+    }
+    for (const gdn_dtype_t out_dt : {GDN_DTYPE_BF16, GDN_DTYPE_F16}) {
+        std::vector<std::vector<float>> outs;
+        for (const int64_t pad : {0, 4, 2}) {  // 8-byte stores (packed, then strided), 2-byte
+            Spec s;
+            for (int32_t L = 1; L <= 130; ++L) s.seq_lens.push_back(L);
+            s.hk = 1, s.hv = 3, s.k = s.v = 128;
+            s.input = GDN_DTYPE_BF16;
+            s.output = out_dt;
+            s.out_row_pad = pad;
+            s.precision = GDN_PRECISION_BF16;
+            s.algorithm = GDN_ALGO_CHUNKED;
+            s.seed = 45;
+            Problem p(s);
+            DeviceProblem d(p);
+            DeviceWorkspace ws;
+            REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+            const gdn_tensors_t t = d.tensors();
+            gdn_path_info_t info;
+            gdn_path_info_init(&info);
+            REQUIRE(gdn_select_path(&caps, &p.problem, &t, &info) == GDN_SUCCESS);
+            INFO("output row pad " << pad << ": " << info.reason);
+            REQUIRE(info.chunk_size == 64);
+            const gdn_status_t st = run(d, p.problem, caps, ws);
+            INFO(gdn_last_error());
+            REQUIRE(st == GDN_SUCCESS);
+            GDN_CUDA_CHECK(cudaDeviceSynchronize());
+            d.download();
+            outs.push_back(p.out_f32());
+            size_t unwritten = 0;
+            for (float x : outs.back()) unwritten += std::isnan(x) ? 1 : 0;
+            CHECK(unwritten == 0);
+            INFO(d.guard_damage());
+            CHECK(d.guard_damage().empty());
+        }
+        for (size_t i = 1; i < outs.size(); ++i) {
+            REQUIRE(outs[i].size() == outs[0].size());
+            size_t differ = 0;
+            for (size_t e = 0; e < outs[0].size(); ++e)
+                differ += std::memcmp(&outs[i][e], &outs[0][e], sizeof(float)) != 0 ? 1 : 0;
+            INFO((out_dt == GDN_DTYPE_BF16 ? "bf16" : "f16") << " out, layout " << i << " against packed");
+            CHECK(differ == 0);
+        }
+        std::printf("fused output stores, %s out: 130 sequences, packed / strided / 2-byte rows, %zu values each\n",
+                    out_dt == GDN_DTYPE_BF16 ? "bf16" : "f16", outs[0].size());
     }
 }
 
