@@ -84,10 +84,11 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
     {
         Spec s;  // the fused path's input transforms: the prep's q/k factors (kN in
                  // the input slot), bf16 g and β read, transformed and stored by the load
-                 // warps (in_loaded's extra arrivals)
+                 // warps (in_loaded's extra arrivals); bf16 out: the chain's lane
+                 // exchanges and 8-byte stores
         s.seq_lens = {130, 65};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
-        s.input = s.gate = GDN_DTYPE_BF16;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
         s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
         specs.push_back(s);
     }
@@ -143,8 +144,11 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
                                          : GDN_PRECISION_FP32;
             const double rel = variant == 3 ? 8e-3 : variant >= 4 ? 1e-5 : 5e-6;
             Spec run_spec = s;
-            if (variant == 6)
+            if (variant == 6) {
                 run_spec.input = s.input == GDN_DTYPE_BF16 ? GDN_DTYPE_F32 : GDN_DTYPE_BF16;
+                // 16-bit g and β only beside inputs of their dtype (the API's rule).
+                if (s.gate != GDN_DTYPE_F32) run_spec.gate = run_spec.input;
+            }
             Problem p(run_spec);
             DeviceProblem d(p);
             DeviceWorkspace ws;
