@@ -47,6 +47,7 @@ struct Options {
     bool varlen = false;
     bool l2norm = false;       // GDN_FLAG_QK_L2NORM (eps 1e-6)
     bool typed_gates = false;  // g and beta in the input dtype (else f32)
+    int32_t out_row_pad = 0;   // elements after each output token row (0: packed)
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
@@ -61,6 +62,7 @@ struct Options {
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
                  "                 [--l2norm (q/k L2-normalized in the call)]\n"
                  "                 [--typed-gates (g and beta in the input dtype, not f32)]\n"
+                 "                 [--out-row-pad 0 (elements after each output token row)]\n"
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
@@ -119,6 +121,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--varlen") o.varlen = true;
         else if (a == "--l2norm") o.l2norm = true;
         else if (a == "--typed-gates") o.typed_gates = true;
+        else if (a == "--out-row-pad") {
+            o.out_row_pad = std::stoi(next());
+            if (o.out_row_pad < 0 || o.out_row_pad > 1024) usage("--out-row-pad takes 0..1024");
+        }
         else if (a == "--dtype") o.dtype = parse_dtype(next());
         else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
         else if (a == "--precision") {
@@ -231,6 +237,9 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     const size_t nq = size_t(total) * o.hk * o.dk, nv = size_t(total) * o.hv * o.dv,
                  ng = size_t(total) * o.hv, nstate = size_t(seqs) * o.hv * o.dk * o.dv;
     const size_t in_es = gdn::dtype_size(o.dtype), out_es = gdn::dtype_size(o.out_dtype);
+    // The output's token stride (elements) and size: --out-row-pad after each token row.
+    const int64_t out_tok = int64_t(o.hv) * o.dv + o.out_row_pad;
+    const size_t nout = size_t(total) * size_t(out_tok);
 
     // Inputs as the model makes them: unit-norm keys, decays in (0.37, 0.99).
     std::mt19937 rng(1234u + uint32_t(T));
@@ -269,13 +278,13 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     }
 
     // Several copies of the inputs so a rerun does not time the L2 (60 MB on an H200).
-    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * gate_es + nv * out_es;
+    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * gate_es + nout * out_es;
     const int sets = caps.backend == GDN_BACKEND_CPU ? 1 : int(std::min<size_t>(8, 1 + (150u << 20) / set_bytes));
     struct Set { void *q, *k, *v, *g, *beta, *out; };
     std::vector<Set> S(sets);
     for (auto& s : S) {
         s.q = mem.alloc(nq * in_es); s.k = mem.alloc(nq * in_es); s.v = mem.alloc(nv * in_es);
-        s.g = mem.alloc(ng * gate_es); s.beta = mem.alloc(ng * gate_es); s.out = mem.alloc(nv * out_es);
+        s.g = mem.alloc(ng * gate_es); s.beta = mem.alloc(ng * gate_es); s.out = mem.alloc(nout * out_es);
         mem.upload(s.q, bq.data(), bq.size()); mem.upload(s.k, bk.data(), bk.size());
         mem.upload(s.v, bv.data(), bv.size()); mem.upload(s.g, bg.data(), ng * gate_es);
         mem.upload(s.beta, bb.data(), ng * gate_es);
@@ -310,6 +319,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     gdn_tensors_init(&t);
     t.state = static_cast<float*>(d_state);
     t.cu_seqlens = static_cast<const int32_t*>(d_cu);
+    if (o.out_row_pad) t.out_token_stride = out_tok, t.out_head_stride = o.dv;
     auto bind = [&](const Set& s) {
         t.q = s.q; t.k = s.k; t.v = s.v; t.g = s.g; t.beta = s.beta; t.out = s.out;
     };
@@ -340,7 +350,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
     mem.sync();
     if (o.check_heads > 0) {
-        std::vector<uint8_t> out_b(nv * out_es);
+        std::vector<uint8_t> out_b(nout * out_es);
         std::vector<float> st_f(nstate);
         mem.download(out_b.data(), S[0].out, out_b.size());
         mem.download(st_f.data(), d_state, nstate * 4);
@@ -384,7 +394,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                     for (int j = 0; j < o.dv; ++j) {
                         const double want = ro[size_t(tt) * o.dv + j];
                         const double got = gdn::load_element(out_b.data(), o.out_dtype,
-                                                             ((sq * T + tt) * o.hv + h) * int64_t(o.dv) + j);
+                                                             (sq * T + tt) * out_tok + h * int64_t(o.dv) + j);
                         mo = std::max(mo, std::abs(want));
                         dmo = std::isnan(got) ? INFINITY : std::max(dmo, std::abs(got - want));
                     }
@@ -482,6 +492,7 @@ int main(int argc, char** argv) {
                 o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
     if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
+    if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
 
     std::vector<Row> rows;
     struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; gdn_precision_t precision; const char* name; };
