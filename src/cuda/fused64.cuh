@@ -293,19 +293,6 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
         static_cast<__half*>(base)[i] = __float2half_rn(x);
 }
 
-// Two outputs as a 16-bit pair (x the lower address), rounded to nearest (even).
-template <gdn_dtype_t OUT>
-__device__ __forceinline__ uint32_t pack_out2(float x, float y) {
-    static_assert(OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "16-bit outputs");
-    if constexpr (OUT == GDN_DTYPE_BF16) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(x, y);
-        return *reinterpret_cast<const uint32_t*>(&b);
-    } else {
-        const __half2 b = __floats2half2_rn(x, y);
-        return *reinterpret_cast<const uint32_t*>(&b);
-    }
-}
-
 // The sum of squares of eight bf16 values (16 bytes), added to acc.
 __device__ __forceinline__ float sumsq8(uint4 w, float acc) {
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
@@ -1067,10 +1054,12 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 uint16_t* ob = static_cast<uint16_t*>(a.out) + cs * ld + int64_t(h) * a.o_head +
                                (c0 + 16 * warp + (gg & 4) + (up ? 8 : 0)) + int64_t(2 * tq + int(odd)) * ld;
                 const int64_t step = 8 * ld;
+                // (mma::pack2: the pair rounded to nearest, the first value at the lower address.)
+                constexpr ScanMode kOut = OUT == GDN_DTYPE_BF16 ? ScanMode::kBf16 : ScanMode::kFp16;
 #pragma unroll
                 for (int jt = 0; jt < 8; ++jt, ob += step) {
-                    const uint32_t p02 = pack_out2<OUT>(y[jt][0], y[jt][2]);  // token t: cw, cw + 8
-                    const uint32_t p13 = pack_out2<OUT>(y[jt][1], y[jt][3]);  // token t + 1
+                    const uint32_t p02 = mma::pack2<kOut>(y[jt][0], y[jt][2]);  // token t: cw, cw + 8
+                    const uint32_t p13 = mma::pack2<kOut>(y[jt][1], y[jt][3]);  // token t + 1
                     const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? p02 : p13, 4);
                     const uint32_t keep = odd ? p13 : p02;
                     const uint32_t l1 = odd ? r1 : keep, h1 = odd ? keep : r1;
