@@ -787,23 +787,60 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                             gt[hf] += __logf(Nw[64 + t]);
                     }
                 }
+                // Without NORM (perf-notes v52): only the live 16-column blocks u <= wq (A's
+                // blocks above the diagonal are never read, P's are zeros, as their packed
+                // pairs), the exponentials without the denormal guard (exp_ftz: unconditional,
+                // masked by a select; a decay below 2^-126 is 0). Those instances gained 1-8%
+                // (25% with 16-bit g and β) and give the same bits. NORM keeps v43's loop (every
+                // tile, __expf with its guard): with v52's, ptxas spilled 92 bytes there (P's
+                // pairs across the solve) and the l2norm call at 32K lost 5% (run 177).
+                if constexpr (NORM) {
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const int i = 8 * nt + 2 * tq;
-                    const float gi0 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, i & 31);
-                    const float gi1 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, (i + 1) & 31);
+                    for (int nt = 0; nt < 8; ++nt) {
+                        const int i = 8 * nt + 2 * tq;
+                        const float gi0 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, i & 31);
+                        const float gi1 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, (i + 1) & 31);
 #pragma unroll
-                    for (int hf = 0; hf < 2; ++hf) {
-                        const int t = 16 * wq + g + 8 * hf;
-                        const float e0 = __expf(gt[hf] - gi0), e1 = __expf(gt[hf] - gi1);
-                        if constexpr (kIsA) {
-                            *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
-                                make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
-                                            i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
-                        } else {
-                            const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
-                            const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
-                            pk[hf][nt] = mma::pack2<M>(p0, p1);
+                        for (int hf = 0; hf < 2; ++hf) {
+                            const int t = 16 * wq + g + 8 * hf;
+                            const float e0 = __expf(gt[hf] - gi0), e1 = __expf(gt[hf] - gi1);
+                            if constexpr (kIsA) {
+                                *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
+                                    make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
+                                                i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
+                            } else {
+                                const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                                const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                                pk[hf][nt] = mma::pack2<M>(p0, p1);
+                            }
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        if (u > wq) {
+                            if constexpr (!kIsA) pk[0][2 * u] = pk[1][2 * u] = pk[0][2 * u + 1] = pk[1][2 * u + 1] = 0u;
+                            continue;
+                        }
+#pragma unroll
+                        for (int n2 = 0; n2 < 2; ++n2) {
+                            const int nt = 2 * u + n2, i = 8 * nt + 2 * tq;
+                            const float gi0 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, i & 31);
+                            const float gi1 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, (i + 1) & 31);
+#pragma unroll
+                            for (int hf = 0; hf < 2; ++hf) {
+                                const int t = 16 * wq + g + 8 * hf;
+                                const float e0 = exp_ftz(gt[hf] - gi0), e1 = exp_ftz(gt[hf] - gi1);
+                                if constexpr (kIsA) {
+                                    *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
+                                        make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
+                                                    i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
+                                } else {
+                                    const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                                    const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                                    pk[hf][nt] = mma::pack2<M>(p0, p1);
+                                }
+                            }
                         }
                     }
                 }

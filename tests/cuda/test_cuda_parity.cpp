@@ -391,6 +391,57 @@ TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
     }
 }
 
+// The fused path's prep forms A's and P's decays e^{γ_t − γ_i} without the denormal
+// guard: a decay below 2^-126 is flushed to 0 (docs/perf-notes.md v52), and only the
+// blocks on and below the diagonal are formed. Strong gates make such decays common
+// inside a chunk: g ~ U(−4, −0.01) in the chunk's later rows, U(−12, −0.01) beyond a few
+// tokens. Both with and without the q/k L2 norm (whose ln kf terms join the exponents),
+// from a non-zero state, against FP64, at lengths around the chunk and beyond one.
+TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) matches FP64",
+          "[cuda][parity][tc][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    if (!(caps.features & GDN_FEATURE_WGMMA)) {
+        std::printf("fused strong decays: skipped: %s has no fused path (no sm_90a code)\n", caps.arch);
+        return;
+    }
+    constexpr double kBound = 5e-3, kBoundState = 6e-3;  // as the fused parity sweep's
+    for (const double g_lo : {-4.0, -12.0})
+        for (const bool norm : {false, true}) {
+            Spec spec;
+            spec.seq_lens = {1000};
+            spec.hk = 1;
+            spec.hv = 3;
+            spec.k = spec.v = 128;
+            spec.input = GDN_DTYPE_BF16;
+            spec.g_lo = g_lo;
+            spec.seed = norm ? 46 : 45;
+            if (norm) spec.flags = GDN_FLAG_QK_L2NORM;
+            Problem p(spec);
+            DeviceProblem d(p);
+            IncrementalReference ref(p);
+            DeviceWorkspace ws;
+            size_for_tc_modes(ws, caps, p.problem);
+            Worst worst_out, worst_state;
+            for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
+                ref.advance_to(T);
+                const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
+                const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kBound);
+                const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kBoundState);
+                INFO("g ~ U(" << g_lo << ", -0.01), " << (norm ? "l2norm" : "no norm") << ", T = " << T);
+                INFO(describe(co, "out vs FP64"));
+                INFO(describe(cs, "state vs FP64"));
+                CHECK(co.ok());
+                CHECK(cs.ok());
+                worst_out.add(co.rel(), T);
+                worst_state.add(cs.rel(), T);
+            }
+            std::printf("fused strong decays, g ~ U(%g, -0.01), %s: worst out %.3g (T %lld) state %.3g (T %lld), "
+                        "bounds %.0e / %.0e\n",
+                        g_lo, norm ? "l2norm" : "no norm", worst_out.value, (long long)worst_out.at,
+                        worst_state.value, (long long)worst_state.at, kBound, kBoundState);
+        }
+}
+
 // The fused path writes 16-bit outputs as 8-byte stores of four columns after two
 // lane exchanges where the output allows (8-byte aligned, strides multiples of 4
 // elements), and one element a store otherwise (perf-notes v50): both must give the
