@@ -787,6 +787,19 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                             gt[hf] += __logf(Nw[64 + t]);
                     }
                 }
+                // Elements (t, i) and (t, i + 1) of A (f32, strictly lower) or P (a 16-bit pair,
+                // lower) from the product's tile nt and their decays e0, e1.
+                auto put = [&](int nt, int hf, int t, int i, float e0, float e1) {
+                    if constexpr (kIsA) {
+                        *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
+                            make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
+                                        i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
+                    } else {
+                        const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
+                        const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
+                        pk[hf][nt] = mma::pack2<M>(p0, p1);
+                    }
+                };
                 // Without NORM (perf-notes v52): only the live 16-column blocks u <= wq (A's
                 // blocks above the diagonal are never read, P's are zeros, as their packed
                 // pairs), the exponentials without the denormal guard (exp_ftz: unconditional,
@@ -803,16 +816,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
 #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
                             const int t = 16 * wq + g + 8 * hf;
-                            const float e0 = __expf(gt[hf] - gi0), e1 = __expf(gt[hf] - gi1);
-                            if constexpr (kIsA) {
-                                *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
-                                    make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
-                                                i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
-                            } else {
-                                const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
-                                const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
-                                pk[hf][nt] = mma::pack2<M>(p0, p1);
-                            }
+                            put(nt, hf, t, i, __expf(gt[hf] - gi0), __expf(gt[hf] - gi1));
                         }
                     }
                 } else {
@@ -830,16 +834,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
 #pragma unroll
                             for (int hf = 0; hf < 2; ++hf) {
                                 const int t = 16 * wq + g + 8 * hf;
-                                const float e0 = exp_ftz(gt[hf] - gi0), e1 = exp_ftz(gt[hf] - gi1);
-                                if constexpr (kIsA) {
-                                    *reinterpret_cast<float2*>(Asp + t * kLDA + i) =
-                                        make_float2(i < t ? bt[hf] * e0 * x[nt][2 * hf] : 0.0f,
-                                                    i + 1 < t ? bt[hf] * e1 * x[nt][2 * hf + 1] : 0.0f);
-                                } else {
-                                    const float p0 = i <= t ? a.scale * e0 * x[nt][2 * hf] : 0.0f;
-                                    const float p1 = i + 1 <= t ? a.scale * e1 * x[nt][2 * hf + 1] : 0.0f;
-                                    pk[hf][nt] = mma::pack2<M>(p0, p1);
-                                }
+                                put(nt, hf, t, i, exp_ftz(gt[hf] - gi0), exp_ftz(gt[hf] - gi1));
                             }
                         }
                     }

@@ -108,6 +108,25 @@ struct Worst {
     }
 };
 
+// The BF16 call on the first T tokens of d against FP64 (its output within bound_out, its
+// state within bound_state); the errors into the worst cases. (The caller's INFO names the
+// case.)
+void check_bf16_prefix(DeviceProblem& d, const gdn_caps_t& caps, const DeviceWorkspace& ws,
+                       IncrementalReference& ref, int64_t T, double bound_out, double bound_state,
+                       Worst& worst_out, Worst& worst_state) {
+    const Spec& spec = d.host.spec;
+    ref.advance_to(T);
+    const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
+    const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, bound_out);
+    const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), bound_state);
+    INFO(describe(co, "out vs FP64"));
+    INFO(describe(cs, "state vs FP64"));
+    CHECK(co.ok());
+    CHECK(cs.ok());
+    worst_out.add(co.rel(), T);
+    worst_state.add(cs.rel(), T);
+}
+
 }  // namespace
 
 TEST_CASE("chunked and sequential match FP64 at T = 1..4099, every remainder mod 32",
@@ -372,17 +391,8 @@ TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
         constexpr double kBound = 5e-3, kBoundState = 6e-3;
         Worst worst_out, worst_state;
         for (int64_t T : lengths) {
-            ref.advance_to(T);
-            const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
-            const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kBound);
-            const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kBoundState);
             INFO(what << ", T = " << T);
-            INFO(describe(co, "out vs FP64"));
-            INFO(describe(cs, "state vs FP64"));
-            CHECK(co.ok());
-            CHECK(cs.ok());
-            worst_out.add(co.rel(), T);
-            worst_state.add(cs.rel(), T);
+            check_bf16_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
         }
         std::printf("fused parity sweep, %s (%zu lengths, Hk 1, Hv 3, bf16 inputs): worst out %.3g (T %lld) "
                     "state %.3g (T %lld), bounds %.0e / %.0e\n",
@@ -423,17 +433,8 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
             size_for_tc_modes(ws, caps, p.problem);
             Worst worst_out, worst_state;
             for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
-                ref.advance_to(T);
-                const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
-                const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kBound);
-                const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kBoundState);
                 INFO("g ~ U(" << g_lo << ", -0.01), " << (norm ? "l2norm" : "no norm") << ", T = " << T);
-                INFO(describe(co, "out vs FP64"));
-                INFO(describe(cs, "state vs FP64"));
-                CHECK(co.ok());
-                CHECK(cs.ok());
-                worst_out.add(co.rel(), T);
-                worst_state.add(cs.rel(), T);
+                check_bf16_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
             }
             std::printf("fused strong decays, g ~ U(%g, -0.01), %s: worst out %.3g (T %lld) state %.3g (T %lld), "
                         "bounds %.0e / %.0e\n",
