@@ -33,9 +33,11 @@ metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the resu
 
     scripts/fused64_numerics.py [--scheme fused|fla] [--T 1000] [--heads 4] [--regime NAME|all]
                                 [--spread 0.35] [--seed N] [--exact 0|1] [--tf32 0|1]
-                                [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
-(the last six, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
-probe's forms by default: 1, 1, 1, 2, 2, 1)
+                                [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N] [--solve exact|tf32]
+(--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
+probe's forms by default: 1, 1, 1, 2, 2, 1). `--solve tf32` forms T as the kernel's instances
+without the q/k L2 norm do (perf-notes v54: the FP32 diagonal blocks merged by TF32 products);
+`exact` (the default) as an FP32 inverse, which the NORM instances' split products approach.
 """
 import argparse
 
@@ -66,6 +68,14 @@ def tf32(x):
     """A TF32 operand of an FP32 tl.dot (mma ignores the low 13 bits: truncation)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) if ROUND else x
+
+
+def tf32_rna(x):
+    """x rounded to TF32 as cvt.rna.tf32.f32 does (nearest, ties away from zero)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if not ROUND:
+        return x
+    return ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def split(x, terms):
@@ -101,6 +111,29 @@ OPERANDS = dict(tb="T diag(β)", p="P", s="Sᵀ in [Sᵀk | Sᵀq]", w="W = v �
                 d2="D2 in the state update")
 
 
+def solve_fused_tf32(A):
+    """(I + A)^-1 as the fused kernel's prep forms it with `--solve tf32` (perf-notes v54): the
+    16 x 16 diagonal inverses in FP32, level 2 T_ba = −T_bb (A_ba T_aa) for (a, b) = (0, 1),
+    (2, 3), level 3 T_10 = −T_1 (A_10 T_0) on the 32 x 32 halves, every product's operands
+    rounded to TF32 (cvt.rna), FP32 sums."""
+    n = A.shape[0]
+    A = np.pad(A, (0, C - n))
+    dot = lambda a, b: mm(tf32_rna(a), tf32_rna(b))
+    T = np.zeros((C, C), dtype=np.float32)
+    for i in range(4):
+        s = slice(16 * i, 16 * i + 16)
+        T[s, s] = f32(np.linalg.inv(np.eye(16) + A[s, s].astype(np.float64)))
+    for a0 in (0, 32):
+        sa, sb = slice(a0, a0 + 16), slice(a0 + 16, a0 + 32)
+        T[sb, sa] = -dot(T[sb, sb], dot(A[sb, sa], T[sa, sa]))
+    h0, h1 = slice(0, 32), slice(32, 64)
+    T[h1, h0] = -dot(T[h1, h1], dot(A[h1, h0], T[h0, h0]))
+    return T[:n, :n]
+
+
+SOLVE = "exact"
+
+
 def fused(q, k, v, g, b, s0, scale, terms):
     """terms: BF16 terms of T diag(β), P, Sᵀ, W, D (in P D) and D2 (PROBE_TERMS' keys)."""
     """The fused C = 64 chunk step as the probe computes it."""
@@ -119,7 +152,10 @@ def fused(q, k, v, g, b, s0, scale, terms):
         low = np.tril(np.ones((L, L), dtype=bool), -1)
         ed = np.exp(np.where(low | np.eye(L, dtype=bool), dg, -np.inf)).astype(np.float32)
         A = np.where(low, bc[:, None] * ed * kk, 0.0).astype(np.float32)
-        T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
+        if SOLVE == "tf32":
+            T = solve_fused_tf32(A)
+        else:
+            T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
         TB = split(T * bc[None, :], terms["tb"])
         P = split(np.where(low | np.eye(L, dtype=bool), scale * ed * qk, 0.0), terms["p"])
         eg = np.exp(gam).astype(np.float32)
@@ -249,13 +285,16 @@ def main():
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--exact", type=int, default=0, choices=[0, 1], help="no BF16/TF32 rounding in the model")
     ap.add_argument("--tf32", type=int, default=0, choices=[0, 1], help="fla: T's block merge with TF32 operands")
+    ap.add_argument("--solve", default="exact", choices=["exact", "tf32"],
+                    help="fused: T = (I + A)^-1 in FP32 (the split products) or by TF32 block merges")
     a = ap.parse_args()
-    global ROUND
+    global ROUND, SOLVE
+    SOLVE = a.solve
     ROUND = not a.exact
     scale = 1.0 / np.sqrt(K)
     terms = {name: getattr(a, name) for name in PROBE_TERMS}
     if a.scheme == "fused":
-        label = " ".join(f"{name} {n}" for name, n in terms.items())
+        label = " ".join(f"{name} {n}" for name, n in terms.items()) + f", solve {a.solve}"
     else:
         label = "fla 0.5.2" + (", TF32 merge" if a.tf32 else "")
     label += ", exact" if a.exact else ""

@@ -10,7 +10,8 @@
 //  - warps 4-11 (two prep warpgroups, 136 registers) prepare every other
 //    chunk of the sequence (CTA r the chunks j = r mod 2), both warpgroups on
 //    one chunk: γ, k·kᵀ and q·kᵀ on wgmma, A and P, T = (I + A)^{-1} by
-//    16 -> 32 -> 64 blocks of its inverse, T diag(β) and P as one 16-bit
+//    16 -> 32 -> 64 blocks of its inverse (the merges on TF32 mma.sync; NORM:
+//    split 16-bit operands), T diag(β) and P as one 16-bit
 //    term each in atom columns; the output slot goes to the peer CTA by a
 //    bulk copy (thread 448, off the prep's path);
 //  - warps 12-13 (24 registers) copy chunk j's k, q, v rows (TMA, five boxes
@@ -577,50 +578,95 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             mma::wgmma_wait_all();
             mma::fence_operand(x);
         };
-        // The solve's 16 x 16 operands as 16-bit values and remainders: B from 16 rows
-        // (of A or T, block (i, j)) in the m16n8k16 "col" layout, and acc += x · B with x
-        // given as the C layout of two 8-token tiles (three products).
-        auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&bh)[2][2], uint32_t(&bl)[2][2]) {
+        // The solve's products, acc += x · B with x given as the C layout of two 8-token tiles
+        // and B from 16 rows (of A or T, block (i, j); B[k][n] = rows[n ld + k]); b[n2][s][r]
+        // is B's register r of 8-column tile n2 and operand part s. Two forms (perf-notes v54):
+        //  - TF32 (kTfSolve, the instances without NORM): one m16n8k8 product per k-step s and
+        //    tile, operands rounded by cvt.rna. x's C layout holds columns 2 tq and 2 tq + 1 of
+        //    each 8-column tile where TF32's A layout wants tq and tq + 4, so a k-step sums its
+        //    eight k in the order (0, 2, 4, 6, 1, 3, 5, 7): a0/a2 and b0/b1 name the same k.
+        //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
+        //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
+        //    NORM instances lost 6% at 32K (run 180): their prep has no register to spare.
+        constexpr bool kTfSolve = !NORM;
+        auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&b)[2][2][2]) {
+            if constexpr (kTfSolve) {
 #pragma unroll
-            for (int n2 = 0; n2 < 2; ++n2) {
-                const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
-                const float2 x0 = *reinterpret_cast<const float2*>(r);
-                const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-                bh[n2][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &bl[n2][0]);
-                bh[n2][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &bl[n2][1]);
+                for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+                    for (int s = 0; s < 2; ++s) {
+                        const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
+                        b[n2][s][0] = mma::to_tf32(sign * v.x), b[n2][s][1] = mma::to_tf32(sign * v.y);
+                    }
+            } else {
+#pragma unroll
+                for (int n2 = 0; n2 < 2; ++n2) {
+                    const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
+                    const float2 x0 = *reinterpret_cast<const float2*>(r);
+                    const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
+                    b[n2][0][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &b[n2][1][0]);
+                    b[n2][0][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &b[n2][1][1]);
+                }
             }
         };
-        auto mma3 = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&bh)[2][2],
-                        const uint32_t(&bl)[2][2]) {
-            uint32_t ah[4], al[4];
-            ah[0] = mma::pack_split<M>(x[0][0], x[0][1], &al[0]);
-            ah[1] = mma::pack_split<M>(x[0][2], x[0][3], &al[1]);
-            ah[2] = mma::pack_split<M>(x[1][0], x[1][1], &al[2]);
-            ah[3] = mma::pack_split<M>(x[1][2], x[1][3], &al[3]);
+        // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
+        auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
+            if constexpr (kTfSolve) {
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                    a[s][0] = mma::to_tf32(x[s][0]), a[s][1] = mma::to_tf32(x[s][2]);
+                    a[s][2] = mma::to_tf32(x[s][1]), a[s][3] = mma::to_tf32(x[s][3]);
+                }
+            } else {
+                a[0][0] = mma::pack_split<M>(x[0][0], x[0][1], &a[1][0]);
+                a[0][1] = mma::pack_split<M>(x[0][2], x[0][3], &a[1][1]);
+                a[0][2] = mma::pack_split<M>(x[1][0], x[1][1], &a[1][2]);
+                a[0][3] = mma::pack_split<M>(x[1][2], x[1][3], &a[1][3]);
+            }
+        };
+        auto mma_t = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&b)[2][2][2]) {
+            uint32_t a[2][4];
+            a_of(x, a);
 #pragma unroll
             for (int n2 = 0; n2 < 2; ++n2) {
-                mma::mma16<M>(acc[n2], al, bh[n2]);
-                mma::mma16<M>(acc[n2], ah, bl[n2]);
-                mma::mma16<M>(acc[n2], ah, bh[n2]);
+                if constexpr (kTfSolve) {
+#pragma unroll
+                    for (int s = 0; s < 2; ++s)
+                        mma::mma_tf32(acc[n2], a[s][0], a[s][1], a[s][2], a[s][3], b[n2][s][0], b[n2][s][1]);
+                } else {
+                    mma::mma16<M>(acc[n2], a[1], b[n2][0]);
+                    mma::mma16<M>(acc[n2], a[0], b[n2][1]);
+                    mma::mma16<M>(acc[n2], a[0], b[n2][0]);
+                }
             }
         };
         // The same for one 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
-        auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&bh)[2], uint32_t(&bl)[2]) {
-            const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
-            const float2 x0 = *reinterpret_cast<const float2*>(r);
-            const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-            bh[0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &bl[0]);
-            bh[1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &bl[1]);
+        auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&b)[2][2]) {
+            if constexpr (kTfSolve) {
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                    const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
+                    b[s][0] = mma::to_tf32(sign * v.x), b[s][1] = mma::to_tf32(sign * v.y);
+                }
+            } else {
+                const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
+                const float2 x0 = *reinterpret_cast<const float2*>(r);
+                const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
+                b[0][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &b[1][0]);
+                b[0][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &b[1][1]);
+            }
         };
-        auto mma3_1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&bh)[2], const uint32_t(&bl)[2]) {
-            uint32_t ah[4], al[4];
-            ah[0] = mma::pack_split<M>(x[0][0], x[0][1], &al[0]);
-            ah[1] = mma::pack_split<M>(x[0][2], x[0][3], &al[1]);
-            ah[2] = mma::pack_split<M>(x[1][0], x[1][1], &al[2]);
-            ah[3] = mma::pack_split<M>(x[1][2], x[1][3], &al[3]);
-            mma::mma16<M>(acc, al, bh);
-            mma::mma16<M>(acc, ah, bl);
-            mma::mma16<M>(acc, ah, bh);
+        auto mma_t1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&b)[2][2]) {
+            uint32_t a[2][4];
+            a_of(x, a);
+            if constexpr (kTfSolve) {
+#pragma unroll
+                for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
+            } else {
+                mma::mma16<M>(acc, a[1], b[0]);
+                mma::mma16<M>(acc, a[0], b[1]);
+                mma::mma16<M>(acc, a[0], b[0]);
+            }
         };
         // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq (lane c a column), from
         // A (rows of ldA) into dst: rows 16 wq.., columns col0.. (dst may be A's block itself:
@@ -660,7 +706,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //  - warpgroup 0 forms k·kᵀ, A and T's diagonal blocks while warpgroup 1 forms q·kᵀ
         //    and P;
         //  - T = (I + A)^{-1} by blocks, transposed (U = Tᵀ, the C layout rows c, columns t,
-        //    products as 16-bit values and remainders, mma3):
+        //    products on TF32 or split 16-bit operands, mma_t):
         //    level 2: U_ab = −U_aa A_baᵀ U_bb for (a, b) = (0, 1), (2, 3), four warps (one per
         //    8-column half); meanwhile warpgroup 1 starts Z = U_0 A_10ᵀ (the 32 x 32 halves);
         //    level 3: U_01 (32 x 32) = −Z U_1, eight warps of one m16n8 tile each;
@@ -915,7 +961,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             bar_all();  // T's diagonal blocks
             // Level 2 (warpgroup 0) and Z's first terms (1); each phase ends at a barrier
             // that both warpgroups reach at the same instruction.
-            uint32_t b1h[2], b1l[2];
+            uint32_t bz1[2][2];  // B of Z's second term, held across the barrier
             float z0[4] = {};
             const int nb = wq >> 1, hz = wq & 1, zc = 16 * nb + 8 * hz;
             if (wg == 0) {
@@ -923,25 +969,25 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 const int a0 = 32 * (wq >> 1), b0 = a0 + 16, nh = wq & 1;
                 float u[2][4], y[2][4] = {}, o[4] = {};
                 u_tile(u, a0, a0);
-                uint32_t bh[2][2], bl[2][2], ch[2], cl[2];
-                b_of(Asp + b0 * kLDA + a0, kLDA, 1.0f, bh, bl);
-                mma3(y, u, bh, bl);
-                b_of1(Tf + b0 * kLDA + b0, kLDA, -1.0f, nh, ch, cl);
-                mma3_1(o, y, ch, cl);
+                uint32_t bb[2][2][2], cb[2][2];
+                b_of(Asp + b0 * kLDA + a0, kLDA, 1.0f, bb);
+                mma_t(y, u, bb);
+                b_of1(Tf + b0 * kLDA + b0, kLDA, -1.0f, nh, cb);
+                mma_t1(o, y, cb);
                 wg_bar(3);  // both warps of the block have read A_ba: T_ba over it
                 u_store(o, a0, b0 + 8 * nh);
             } else {
                 // Z = U_0 A_10ᵀ, this warp's 8 columns (tokens 32 + 16 nb + 8 hz..): Z's row block
                 // 1 is U_11 A_{2+nb,1}ᵀ; its row block 0 is U_00 A_{2+nb,0}ᵀ + U_01 A_{2+nb,1}ᵀ,
                 // whose U_01 is level 2's (the next phase).
-                uint32_t b0h[2], b0l[2];
-                b_of1(Asp + (32 + 16 * nb) * kLDA, kLDA, 1.0f, hz, b0h, b0l);
-                b_of1(Asp + (32 + 16 * nb) * kLDA + 16, kLDA, 1.0f, hz, b1h, b1l);
+                uint32_t bz0[2][2];
+                b_of1(Asp + (32 + 16 * nb) * kLDA, kLDA, 1.0f, hz, bz0);
+                b_of1(Asp + (32 + 16 * nb) * kLDA + 16, kLDA, 1.0f, hz, bz1);
                 float u[2][4], z1[4] = {};
                 u_tile(u, 0, 0);
-                mma3_1(z0, u, b0h, b0l);
+                mma_t1(z0, u, bz0);
                 u_tile(u, 16, 16);
-                mma3_1(z1, u, b1h, b1l);
+                mma_t1(z1, u, bz1);
                 z_store(z1, 16, zc);
             }
             mark(6);
@@ -949,7 +995,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             if (wg == 1) {
                 float u[2][4];
                 u_tile(u, 0, 16);
-                mma3_1(z0, u, b1h, b1l);
+                mma_t1(z0, u, bz1);
                 z_store(z0, 0, zc);
             }
             mark(12);
@@ -963,10 +1009,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 for (int nb = 0; nb < 2; ++nb) {
                     if (nb > nbp) continue;
                     float z[2][4];
-                    uint32_t bh[2], bl[2];
+                    uint32_t bb[2][2];
                     z_tile(z, 16 * r, 16 * nb);
-                    b_of1(Tf + (32 + 16 * nbp) * kLDA + 32 + 16 * nb, kLDA, -1.0f, hf, bh, bl);
-                    mma3_1(o, z, bh, bl);
+                    b_of1(Tf + (32 + 16 * nbp) * kLDA + 32 + 16 * nb, kLDA, -1.0f, hf, bb);
+                    mma_t1(o, z, bb);
                 }
                 // The output slot is free once both CTAs' state warps have read chunk j − 2
                 // from it (this CTA's and the peer's copy): only now. (Waiting in warpgroup 1
