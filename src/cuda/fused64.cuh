@@ -587,7 +587,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //    eight k in the order (0, 2, 4, 6, 1, 3, 5, 7): a0/a2 and b0/b1 name the same k.
         //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
         //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
-        //    NORM instances lost 6% at 32K (run 180): their prep has no register to spare.
+        //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
         constexpr bool kTfSolve = !NORM;
         auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&b)[2][2][2]) {
             if constexpr (kTfSolve) {
