@@ -589,26 +589,6 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
         //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
         constexpr bool kTfSolve = !NORM;
-        auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&b)[2][2][2]) {
-            if constexpr (kTfSolve) {
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2)
-#pragma unroll
-                    for (int s = 0; s < 2; ++s) {
-                        const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
-                        b[n2][s][0] = mma::to_tf32(sign * v.x), b[n2][s][1] = mma::to_tf32(sign * v.y);
-                    }
-            } else {
-#pragma unroll
-                for (int n2 = 0; n2 < 2; ++n2) {
-                    const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
-                    const float2 x0 = *reinterpret_cast<const float2*>(r);
-                    const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-                    b[n2][0][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &b[n2][1][0]);
-                    b[n2][0][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &b[n2][1][1]);
-                }
-            }
-        };
         // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
             if constexpr (kTfSolve) {
@@ -624,23 +604,18 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 a[0][3] = mma::pack_split<M>(x[1][2], x[1][3], &a[1][3]);
             }
         };
-        auto mma_t = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&b)[2][2][2]) {
-            uint32_t a[2][4];
-            a_of(x, a);
+        // acc (one m16n8 tile) += x · B from x's operands a (a_of) and one tile's b.
+        auto mma_a = [&](float(&acc)[4], const uint32_t(&a)[2][4], const uint32_t(&b)[2][2]) {
+            if constexpr (kTfSolve) {
 #pragma unroll
-            for (int n2 = 0; n2 < 2; ++n2) {
-                if constexpr (kTfSolve) {
-#pragma unroll
-                    for (int s = 0; s < 2; ++s)
-                        mma::mma_tf32(acc[n2], a[s][0], a[s][1], a[s][2], a[s][3], b[n2][s][0], b[n2][s][1]);
-                } else {
-                    mma::mma16<M>(acc[n2], a[1], b[n2][0]);
-                    mma::mma16<M>(acc[n2], a[0], b[n2][1]);
-                    mma::mma16<M>(acc[n2], a[0], b[n2][0]);
-                }
+                for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
+            } else {
+                mma::mma16<M>(acc, a[1], b[0]);
+                mma::mma16<M>(acc, a[0], b[1]);
+                mma::mma16<M>(acc, a[0], b[0]);
             }
         };
-        // The same for one 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
+        // One 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
         auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&b)[2][2]) {
             if constexpr (kTfSolve) {
 #pragma unroll
@@ -659,14 +634,18 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         auto mma_t1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&b)[2][2]) {
             uint32_t a[2][4];
             a_of(x, a);
-            if constexpr (kTfSolve) {
+            mma_a(acc, a, b);
+        };
+        // Both tiles: B's 16 columns, and acc += x · B (x's operands formed once).
+        auto b_of = [&](const float* rows, int ld, float sign, uint32_t(&b)[2][2][2]) {
 #pragma unroll
-                for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
-            } else {
-                mma::mma16<M>(acc, a[1], b[0]);
-                mma::mma16<M>(acc, a[0], b[1]);
-                mma::mma16<M>(acc, a[0], b[0]);
-            }
+            for (int n2 = 0; n2 < 2; ++n2) b_of1(rows, ld, sign, n2, b[n2]);
+        };
+        auto mma_t = [&](float(&acc)[2][4], const float(&x)[2][4], const uint32_t(&b)[2][2][2]) {
+            uint32_t a[2][4];
+            a_of(x, a);
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2) mma_a(acc[n2], a, b[n2]);
         };
         // T_ww = (I + A_ww)^{-1}, the diagonal 16 x 16 block of warp wq (lane c a column), from
         // A (rows of ldA) into dst: rows 16 wq.., columns col0.. (dst may be A's block itself:
