@@ -24,6 +24,10 @@ Inputs (identical for both libraries, no in-kernel norm): q ~ N(0, 1), k
 L2-normalised per row, v ~ N(0, 1), g ~ U(-0.3, -0.01) (log-space decay),
 beta ~ U(0, 1), h0 ~ 0.5 N(0, 1); scale 1/sqrt(K); grouped heads (value head h
 reads key head h / (H_v / H_k)), as fla does.
+With --l2norm, the call Qwen3-Next-style engines make: q and k ~ N(0, 1) raw,
+L2-normalised inside both kernels (gdn GDN_FLAG_QK_L2NORM, fla
+use_qk_l2norm_in_kernel=True; both x / sqrt(x·x + 1e-6)), and in FP64 by the
+reference. --precisions limits gdn's methods (e.g. BF16,BF16X3).
 
 Errors: the gdn error runs write f32 outputs (the arithmetic's error; the timed
 runs write bf16); fla writes its input dtype (bf16 outputs carry ~2e-3 rounding).
@@ -51,6 +55,8 @@ except ImportError:  # --abi needs no torch
 
 HK, K, V = 16, 128, 128
 DEV = "cuda"
+L2NORM = False  # --l2norm: q and k normalised inside the kernels (and by the reference)
+L2EPS = 1e-6    # gdn's default l2norm_eps, fla's l2norm eps
 
 # ---------------------------------------------------------------- the C ABI
 # Mirrors include/gdn/gdn.h (0.2.0); the sizes are asserted below. `--abi`
@@ -149,6 +155,7 @@ class Gdn:
         p.num_state_slots = state.shape[0]
         p.algorithm = ALGO[algo]
         p.precision = precision
+        p.flags = 1 if L2NORM else 0  # GDN_FLAG_QK_L2NORM (l2norm_eps 0: the default, 1e-6)
         return p
 
     def path_of(self, p):
@@ -198,7 +205,9 @@ def inputs(T, hv, n_state=1, seed=0):
     """FP32 inputs: q, k [T, Hk, K], v [T, Hv, V], g, beta [T, Hv], h0 [n_state, Hv, K, V]."""
     gen = torch.Generator(device=DEV).manual_seed(seed)
     q = torch.randn(T, HK, K, device=DEV, generator=gen)
-    k = torch.nn.functional.normalize(torch.randn(T, HK, K, device=DEV, generator=gen), dim=-1)
+    k = torch.randn(T, HK, K, device=DEV, generator=gen)
+    if not L2NORM:  # (with it, both kernels normalise q and k themselves)
+        k = torch.nn.functional.normalize(k, dim=-1)
     v = torch.randn(T, hv, V, device=DEV, generator=gen)
     g = -0.3 + 0.29 * torch.rand(T, hv, device=DEV, generator=gen)
     beta = torch.rand(T, hv, device=DEV, generator=gen)
@@ -210,8 +219,12 @@ def inputs(T, hv, n_state=1, seed=0):
 
 def _expand(q, k, v):
     rep = v.shape[1] // q.shape[1]  # grouped: value head h reads key head h // rep
-    return (q.double().repeat_interleave(rep, dim=1) / math.sqrt(q.shape[2]),
-            k.double().repeat_interleave(rep, dim=1), v.double())
+    qd, kd = q.double(), k.double()
+    if L2NORM:
+        qd = qd / torch.sqrt((qd * qd).sum(-1, keepdim=True) + L2EPS)
+        kd = kd / torch.sqrt((kd * kd).sum(-1, keepdim=True) + L2EPS)
+    return (qd.repeat_interleave(rep, dim=1) / math.sqrt(q.shape[2]),
+            kd.repeat_interleave(rep, dim=1), v.double())
 
 
 def _bounds(T, cu):
@@ -414,7 +427,7 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
     if fla_chunk:
         def fla_call(x_q, x_k, x_v, state, varlen=False):
             qq, kk, vv, gg, bb = x_q[None], x_k[None], x_v[None], g[None], beta[None]
-            kw = dict(initial_state=state, output_final_state=True)
+            kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=L2NORM)
             if cu64 is not None or varlen:
                 kw.update(cu_seqlens=cu_all, cu_seqlens_cpu=cu_all_cpu)
             return lambda: fla_chunk(qq, kk, vv, gg, bb, **kw)
@@ -447,6 +460,7 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
     methods = [f"gdn {p}" for p, _ in PRECISIONS] + (["fla bf16", "fla fp32-in"] if fla_chunk else [])
     if fla_chunk and fla_cp:
         methods.append("fla bf16 cp")
+    ratio = fla_chunk and "gdn BF16" in methods  # (the ratio column needs gdn's BF16 method)
     results = []
     for i, (hv, lens) in enumerate(shapes):
         t0 = time.time()
@@ -462,12 +476,12 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
     for hv in sorted({s[0] for s in shapes}):
         rows = [r for r in results if r[0] == hv]
         print(f"\n### H_k = {HK}, H_v = {hv}, K = V = {K}: time per call (ms, CUDA-graph replay, median)\n")
-        head = "| shape | " + " | ".join(methods) + (" | fla bf16 / gdn BF16 |" if fla_chunk else " |")
+        head = "| shape | " + " | ".join(methods) + (" | fla bf16 / gdn BF16 |" if ratio else " |")
         print(head)
-        print("|---|" + "---:|" * (len(methods) + (1 if fla_chunk else 0)))
+        print("|---|" + "---:|" * (len(methods) + (1 if ratio else 0)))
         for _, lens, times, _, _, _ in rows:
             cells = [f"{times[m][0]:.4f}{times[m][1]}" for m in methods]
-            if fla_chunk:
+            if ratio:
                 cells.append(f"{times['fla bf16'][0] / times['gdn BF16'][0]:.2f}x")
             print(f"| {shape_name(lens)} | " + " | ".join(cells) + " |")
         print(f"\n### H_v = {hv}: error vs FP64, max|diff|/max|ref|, out / final state "
@@ -518,6 +532,9 @@ def main():
                     "--hk 4 --shapes 8:32768 for a model of H_k 16, H_v 32 split over 4 GPUs")
     ap.add_argument("--fla-cp", action="store_true",
                     help="also fla bf16 through its intra-card context-parallel backend (FLA_INTRACARD_CP=1)")
+    ap.add_argument("--l2norm", action="store_true",
+                    help="raw q and k, L2-normalised inside both kernels (the Qwen3-Next call)")
+    ap.add_argument("--precisions", help="gdn's precisions to run, comma-separated (default: all five)")
     ap.add_argument("--abi", action="store_true", help="print the ctypes layouts and exit")
     ap.add_argument("--selftest", action="store_true", help="check the FP64 references on the CPU and exit")
     args = ap.parse_args()
@@ -529,6 +546,14 @@ def main():
     if not args.lib:
         ap.error("--lib is required")
     HK = args.hk
+    global L2NORM, PRECISIONS
+    L2NORM = args.l2norm
+    if args.precisions:
+        want = args.precisions.split(",")
+        bad = [w for w in want if w not in PRECISION_NAME.values()]
+        if bad:
+            ap.error(f"--precisions: unknown {bad}; the five are {[n for n, _ in PRECISIONS]}")
+        PRECISIONS = tuple(pv for pv in PRECISIONS if pv[0] in want)
     t_start = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     gdn = Gdn(args.lib)
@@ -542,7 +567,8 @@ def main():
         fla_version = None
     v = gdn.version
     print(f"# gdn {v // 10000}.{v // 100 % 100}.{v % 100} vs fla {fla_version} on {torch.cuda.get_device_name()} "
-          f"(torch {torch.__version__}), H_k {HK}, K = V = {K}; CUDA-graph replay, median")
+          f"(torch {torch.__version__}), H_k {HK}, K = V = {K}; CUDA-graph replay, median"
+          + ("; q and k L2-normalised in the kernels" if L2NORM else ""))
 
     # ---- the FP64 reference checked against the token loop, on the GPU (same code as the matrix)
     lens = (70, 0, 130, 1, 99)
@@ -594,11 +620,12 @@ def main():
         if fused_recurrent_gated_delta_rule:
             qb, kb, vb, gb, bb = q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None]
             o, s = fused_recurrent_gated_delta_rule(qb, kb, vb, g=gb, beta=bb, initial_state=h0.clone(),
-                                                    output_final_state=True)
+                                                    output_final_state=True, use_qk_l2norm_in_kernel=L2NORM)
             torch.cuda.synchronize()
             fla_err = err_str(o[:, 0], s, ro, rs)
             t_fla = graph_time_ms(lambda: fused_recurrent_gated_delta_rule(
-                qb, kb, vb, g=gb, beta=bb, initial_state=h0, output_final_state=True))[0]
+                qb, kb, vb, g=gb, beta=bb, initial_state=h0, output_final_state=True,
+                use_qk_l2norm_in_kernel=L2NORM))[0]
         print(f"| {N} | {t_gdn * 1e3:.1f} us | {t_fla * 1e3:.1f} us | {t_fla / t_gdn:.2f}x | {gdn_err} | {fla_err} |")
         sys.stdout.flush()
 
@@ -613,7 +640,8 @@ def main():
         h_fla = float("nan")
         if chunk_gated_delta_rule and pname == "BF16":
             h_fla = host_time_us(lambda: chunk_gated_delta_rule(q[None], k[None], v[None], g[None], beta[None],
-                                                                initial_state=h0, output_final_state=True))
+                                                                initial_state=h0, output_final_state=True,
+                                                                use_qk_l2norm_in_kernel=L2NORM))
         print(f"| prompt, gdn {pname} (chunked) | {h_gdn:.1f} us | {h_fla:.1f} us |")
     print(f"\n(total {time.time() - t_start:.0f} s)")
     return 0
