@@ -221,8 +221,7 @@ def _expand(q, k, v):
     rep = v.shape[1] // q.shape[1]  # grouped: value head h reads key head h // rep
     qd, kd = q.double(), k.double()
     if L2NORM:
-        qd = qd / torch.sqrt((qd * qd).sum(-1, keepdim=True) + L2EPS)
-        kd = kd / torch.sqrt((kd * kd).sum(-1, keepdim=True) + L2EPS)
+        qd, kd = (x / torch.sqrt((x * x).sum(-1, keepdim=True) + L2EPS) for x in (qd, kd))
     return (qd.repeat_interleave(rep, dim=1) / math.sqrt(q.shape[2]),
             kd.repeat_interleave(rep, dim=1), v.double())
 
