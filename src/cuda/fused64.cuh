@@ -698,6 +698,15 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         float* const Tf = Asp;
         float* const Zs = reinterpret_cast<float*>(sm + kRZs);
         auto bar_all = [] { asm volatile("barrier.sync 1, 256;\n" ::: "memory"); };
+        // Warpgroup 1's own barrier, where warpgroup 0 passes a wg_bar(3) between two of
+        // bar_all's. Nothing needs it but compute-sanitizer's racecheck (2025.3): where the two
+        // warpgroups pass different numbers of barriers between two bar_all, it reports each
+        // write before the next bar_all and read after it as a RAW hazard (thousands a launch
+        // here, T's blocks by t_diag and u_store against u_tile), as it does in a race-free
+        // kernel of a few lines (bench/racecheck_barriers.cu); with the counts equal it
+        // reports none. Costs nothing measurable: warpgroup 1 waits at bar_all anyway
+        // (docs/perf-notes.md v59).
+        auto pair_bar = [] { wg_bar(4); };
         // A 16 x 16 tile of U (rows c0.., columns t0..) in the C layout, from Tf.
         auto u_tile = [&](float(&x)[2][4], int c0, int t0) {
 #pragma unroll
@@ -935,6 +944,11 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 else
                     wg_bar(3);
                 t_diag(Asp, Tf, kLDA, 16 * wq);
+            } else {
+                // As many barriers as warpgroup 0 passes before the next bar_all (wg_bar(3)
+                // above; NORM: kf's too), for racecheck (pair_bar).
+                if constexpr (!BAL) pair_bar();
+                if constexpr (NORM) pair_bar();
             }
             mark(5);
             bar_all();  // T's diagonal blocks
@@ -968,6 +982,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 u_tile(u, 16, 16);
                 mma_t1(z1, u, bz1);
                 z_store(z1, 16, zc);
+                pair_bar();  // warpgroup 0's wg_bar(3) before u_store
             }
             mark(6);
             bar_all();  // U_01, U_23
