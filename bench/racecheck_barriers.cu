@@ -7,12 +7,12 @@
 //
 //   compute-sanitizer --tool racecheck --racecheck-report all gdn_racecheck_barriers PATTERN
 //
-// What compute-sanitizer 2025.3.1 reported on the H200 (docs/cuda.md, thirtieth run, run 193;
+// What compute-sanitizer 2025.3.1 reported on the H200 (docs/cuda.md, thirtieth run, runs 193-194;
 // errors with `--racecheck-report all`, the default report's grouped hazards in brackets):
 //   plain      no barrier between two bar_all but bar_all itself                    0
 //   alive      plain, with the other eight warps alive on a barrier of their own    0
 //   aligned    plain with `bar.sync` (the aligned form)                             0
-//   one-sided  warpgroup 0 passes a wg_bar before its writes, warpgroup 1 none      5384 (8)
+//   one-sided  warpgroup 0 passes a wg_bar before its writes, warpgroup 1 none      5384 (7-8)
 //   paired     one-sided, and warpgroup 1 passes a wg_bar of its own in the same
 //              interval between two bar_all                                         0
 //   later      one-sided, warpgroup 1's wg_bar in the next interval instead         5512 (8)
