@@ -64,7 +64,17 @@ for part in $parts; do
         for tool in $tools; do
             step "sanitizer $tool" 100 "$OUT/sanitize.log" \
                 compute-sanitizer --tool "$tool" --error-exitcode 9 "$TESTS" "[sanitize]"
-        done ;;
+        done
+        # racecheck's reading of warpgroup barriers (bench/racecheck_barriers.cu): "paired", the
+        # fused kernel's form, must report nothing; "one-sided" is race-free too, and racecheck
+        # 2025.3 reported thousands of hazards on it (rc=9). Should it report none (rc=0), the
+        # tool follows such barriers now, and the fused kernel's pair_bar can go.
+        if [ -x "$B/bench/gdn_racecheck_barriers" ]; then
+            for pat in paired one-sided; do
+                step "racecheck $pat" 60 "$OUT/sanitize.log" \
+                    compute-sanitizer --tool racecheck --error-exitcode 9 "$B/bench/gdn_racecheck_barriers" "$pat"
+            done
+        fi ;;
     resources)
         {
             echo "# cuobjdump --dump-resource-usage $LIB"
