@@ -588,9 +588,6 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         {"f16 inputs", [](gdn_problem_t& x) { x.input_dtype = GDN_DTYPE_F16; }},
         {"K = 64", [](gdn_problem_t& x) { x.head_dim_k = 64; }},
         {"V = 64", [](gdn_problem_t& x) { x.head_dim_v = 64; }},
-        {"output norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_OUTPUT_NORM; }},
-        {"output norm and q/k L2 norm",
-         [](gdn_problem_t& x) { x.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM; }},
     };
     for (const auto& m : misfits) {
         gdn_problem_t x = p;
@@ -600,12 +597,15 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         CHECK(std::string(info.reason).find("C = 32") != std::string::npos);
     }
     // The input transforms and 16-bit gates it takes (the load warps apply the gates', the
-    // prep the norm's).
+    // prep the q/k norm's), and the output norm (the chain's epilogue).
     const std::pair<const char*, std::function<void(gdn_problem_t&)>> fits[] = {
         {"bf16 gates", [](gdn_problem_t& x) { x.gate_dtype = GDN_DTYPE_BF16; }},
         {"q/k L2 norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_QK_L2NORM; }},
         {"raw gate", [](gdn_problem_t& x) { x.flags = GDN_FLAG_GATE_FROM_RAW; }},
         {"beta logits", [](gdn_problem_t& x) { x.flags = GDN_FLAG_BETA_FROM_LOGITS; }},
+        {"output norm", [](gdn_problem_t& x) { x.flags = GDN_FLAG_OUTPUT_NORM; }},
+        {"output norm and q/k L2 norm",
+         [](gdn_problem_t& x) { x.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM; }},
         {"all three, bf16 gates",
          [](gdn_problem_t& x) {
              x.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;

@@ -113,8 +113,6 @@ std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const T
                            s.head_dim_v);
     if (s.input_dtype != GDN_DTYPE_BF16)
         return "the fused CUDA path takes bf16 q/k/v";
-    if (s.flags & GDN_FLAG_OUTPUT_NORM)
-        return "the fused CUDA path does not take the output norm";
     if (s.num_seqs > policy::kCudaFusedMaxSeqs)
         return fmt::format("the fused CUDA path takes up to {} sequences, not {}",
                            policy::kCudaFusedMaxSeqs, s.num_seqs);

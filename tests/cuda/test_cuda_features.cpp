@@ -254,13 +254,73 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: bf16 out rows padded by 2 (2-byte stores)", s, 64});
     }
     {
-        Spec s;  // the output norm is the two-kernel path's (with the other flags)
+        Spec s;  // the output norm with the q/k L2 norm, f32 out
         s.seq_lens = {200};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
         s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
         s.seed = 16;
-        cases.push_back({"BF16, l2norm and output norm (not fused)", s, 32});
+        cases.push_back({"fused BF16: l2norm and output norm", s, 64});
+    }
+    {
+        Spec s;  // the output norm (z strided like q/k/v) with varlen, a pool, NaN padding
+                 // rows, zero starts, lengths that miss the chunk of 64, its own eps
+        s.seq_lens = {300, 0, 64, 129, 1, 65};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.norm_eps = 1e-5f;
+        s.head_pad = 8, s.row_pad = 16, s.slot_pad = 7;
+        s.state_indices = {4, 2, -1, 0, 6, 1};
+        s.num_state_slots = 8;
+        s.start_from_zero = {0, 1, 0, 1, 0, 1};
+        s.nan_in_padding = true;
+        s.seed = 21;
+        cases.push_back({"fused BF16: output norm, varlen, pool, NaN padding, zero-start, strided", s, 64});
+    }
+    {
+        Spec s;  // the output norm with bf16 out (8-byte stores), G = 3, [V][K], interleaved
+        s.seq_lens = {200, 77};
+        s.hk = 1, s.hv = 3, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.layout = GDN_STATE_VK;
+        s.mapping = GDN_HEADS_INTERLEAVED;
+        s.seed = 22;
+        cases.push_back({"fused BF16: output norm, bf16 out, VK, interleaved", s, 64});
+    }
+    {
+        Spec s;  // every flag, bf16 gates, f16 out, eps 0.5 (the eps dominates small rows)
+        s.seq_lens = {129, 63};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = s.gate = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS |
+                  GDN_FLAG_OUTPUT_NORM;
+        s.norm_eps = 0.5f;
+        s.seed = 23;
+        cases.push_back({"fused BF16: every flag, bf16 gates, f16 out, norm eps 0.5", s, 64});
+    }
+    {
+        Spec s;  // the output norm, head-major q/k/v/z, bf16 out rows padded by 2 (2-byte stores)
+        s.seq_lens = {130, 70};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.head_major = true;
+        s.out_row_pad = 2;
+        s.seed = 24;
+        cases.push_back({"fused BF16: output norm, head-major, bf16 out rows padded by 2", s, 64});
+    }
+    {
+        Spec s;  // the output norm where TMA cannot take the rows: the two-kernel path's pass
+        s.seq_lens = {150, 61};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.row_pad = 3;
+        s.seed = 25;
+        cases.push_back({"BF16, output norm, rows padded by 3 (not fused)", s, 32});
     }
     {
         Spec s;  // rows that TMA cannot take (strides of 2-byte multiples): the

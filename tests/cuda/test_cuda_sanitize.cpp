@@ -93,6 +93,18 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
+        Spec s;  // the fused path's output norm: the rows' sums of squares through both
+                 // CTAs' shared memory (st.async, norm_full), z by the state threads, three
+                 // chunks and a partial one, a padding sequence between live ones
+        s.seq_lens = {200, 70, 130};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {1, -1, 0};
+        s.nan_in_padding = true;
+        specs.push_back(s);
+    }
+    {
         Spec s;  // decode with padding
         s.seq_lens = std::vector<int32_t>(6, 1);
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
