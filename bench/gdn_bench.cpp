@@ -46,8 +46,10 @@ struct Options {
     std::vector<gdn_precision_t> precisions = {GDN_PRECISION_FP32};
     bool varlen = false;
     bool l2norm = false;       // GDN_FLAG_QK_L2NORM (eps 1e-6)
+    bool out_norm = false;     // GDN_FLAG_OUTPUT_NORM (z in the input dtype, eps 1e-6)
     bool typed_gates = false;  // g and beta in the input dtype (else f32)
     int32_t out_row_pad = 0;   // elements after each output token row (0: packed)
+    int32_t in_row_pad = 0;    // elements after each q/k/v/z token row (0: packed)
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
@@ -61,8 +63,11 @@ struct Options {
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
                  "                 [--l2norm (q/k L2-normalized in the call)]\n"
+                 "                 [--out-norm (the gated RMSNorm of the outputs in the call)]\n"
                  "                 [--typed-gates (g and beta in the input dtype, not f32)]\n"
                  "                 [--out-row-pad 0 (elements after each output token row)]\n"
+                 "                 [--in-row-pad 0 (elements after each q/k/v/z token row, as views\n"
+                 "                  of a fused projection; not a multiple of 8: no fused BF16 path)]\n"
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
@@ -120,10 +125,14 @@ Options parse(int argc, char** argv) {
         else if (a == "--seqs") o.seqs = std::max(1, std::stoi(next()));
         else if (a == "--varlen") o.varlen = true;
         else if (a == "--l2norm") o.l2norm = true;
+        else if (a == "--out-norm") o.out_norm = true;
         else if (a == "--typed-gates") o.typed_gates = true;
         else if (a == "--out-row-pad") {
             o.out_row_pad = std::stoi(next());
             if (o.out_row_pad < 0 || o.out_row_pad > 1024) usage("--out-row-pad takes 0..1024");
+        } else if (a == "--in-row-pad") {
+            o.in_row_pad = std::stoi(next());
+            if (o.in_row_pad < 0 || o.in_row_pad > 1024) usage("--in-row-pad takes 0..1024");
         }
         else if (a == "--dtype") o.dtype = parse_dtype(next());
         else if (a == "--out-dtype") o.out_dtype = parse_dtype(next());
@@ -277,17 +286,50 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         std::memcpy(bb.data(), beta.data(), ng * 4);
     }
 
+    // --out-norm: z (shaped like v, the input dtype) and the norm's weight, from a generator of
+    // their own (the other inputs stay those of a run without it).
+    std::vector<float> z, nw;
+    std::vector<uint8_t> bz;
+    if (o.out_norm) {
+        std::mt19937 zr(777u + uint32_t(T));
+        std::uniform_real_distribution<float> Z(-3.0f, 3.0f);
+        z.resize(nv), nw.resize(size_t(o.dv));
+        for (auto& x : z) x = Z(zr);
+        for (auto& x : nw) x = 0.5f + 0.25f * Z(zr);
+        bz = typed(z);
+    }
+    // --in-row-pad: each token row of q/k (Hk K elements), v/z (Hv V) followed by pad elements
+    // (zero bytes).
+    auto pad_rows = [&](std::vector<uint8_t>& b, int64_t row_elems) {
+        if (!o.in_row_pad || b.empty()) return;
+        const size_t row = size_t(row_elems) * in_es, stride = size_t(row_elems + o.in_row_pad) * in_es;
+        std::vector<uint8_t> out(size_t(total) * stride, 0);
+        for (int64_t r = 0; r < total; ++r) std::memcpy(&out[size_t(r) * stride], &b[size_t(r) * row], row);
+        b.swap(out);
+    };
+    pad_rows(bq, int64_t(o.hk) * o.dk), pad_rows(bk, int64_t(o.hk) * o.dk);
+    pad_rows(bv, int64_t(o.hv) * o.dv), pad_rows(bz, int64_t(o.hv) * o.dv);
     // Several copies of the inputs so a rerun does not time the L2 (60 MB on an H200).
-    const size_t set_bytes = (2 * nq + nv) * in_es + 2 * ng * gate_es + nout * out_es;
+    const size_t set_bytes = bq.size() + bk.size() + bv.size() + 2 * ng * gate_es + nout * out_es + bz.size();
     const int sets = caps.backend == GDN_BACKEND_CPU ? 1 : int(std::min<size_t>(8, 1 + (150u << 20) / set_bytes));
-    struct Set { void *q, *k, *v, *g, *beta, *out; };
+    struct Set { void *q, *k, *v, *g, *beta, *out, *z; };
     std::vector<Set> S(sets);
     for (auto& s : S) {
-        s.q = mem.alloc(nq * in_es); s.k = mem.alloc(nq * in_es); s.v = mem.alloc(nv * in_es);
+        s.q = mem.alloc(bq.size()); s.k = mem.alloc(bk.size()); s.v = mem.alloc(bv.size());
         s.g = mem.alloc(ng * gate_es); s.beta = mem.alloc(ng * gate_es); s.out = mem.alloc(nout * out_es);
         mem.upload(s.q, bq.data(), bq.size()); mem.upload(s.k, bk.data(), bk.size());
         mem.upload(s.v, bv.data(), bv.size()); mem.upload(s.g, bg.data(), ng * gate_es);
         mem.upload(s.beta, bb.data(), ng * gate_es);
+        s.z = nullptr;
+        if (o.out_norm) {
+            s.z = mem.alloc(bz.size());
+            mem.upload(s.z, bz.data(), bz.size());
+        }
+    }
+    void* d_nw = nullptr;
+    if (o.out_norm) {
+        d_nw = mem.alloc(nw.size() * 4);
+        mem.upload(d_nw, nw.data(), nw.size() * 4);
     }
     void* d_state = mem.alloc(nstate * 4);
     // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU).
@@ -298,6 +340,15 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         d_cu = mem.alloc(cu.size() * sizeof(int32_t));
         mem.upload(d_cu, cu.data(), cu.size() * sizeof(int32_t));
     }
+    auto free_all = [&] {
+        for (auto& s : S) {
+            mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out);
+            if (s.z) mem.free(s.z);
+        }
+        if (d_nw) mem.free(d_nw);
+        mem.free(d_state);
+        if (d_cu) mem.free(d_cu);
+    };
 
     gdn_problem_t p;
     gdn_problem_init(&p);
@@ -313,16 +364,25 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
     p.precision = precision;
-    p.flags = o.l2norm ? GDN_FLAG_QK_L2NORM : 0u;
+    p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u);
     p.l2norm_eps = 1e-6f;
+    p.norm_eps = 1e-6f;
     gdn_tensors_t t;
     gdn_tensors_init(&t);
     t.state = static_cast<float*>(d_state);
     t.cu_seqlens = static_cast<const int32_t*>(d_cu);
     if (o.out_row_pad) t.out_token_stride = out_tok, t.out_head_stride = o.dv;
+    if (o.in_row_pad) {
+        t.q_token_stride = t.k_token_stride = int64_t(o.hk) * o.dk + o.in_row_pad;
+        t.q_head_stride = t.k_head_stride = o.dk;
+        t.v_token_stride = t.z_token_stride = int64_t(o.hv) * o.dv + o.in_row_pad;
+        t.v_head_stride = t.z_head_stride = o.dv;
+    }
     auto bind = [&](const Set& s) {
         t.q = s.q; t.k = s.k; t.v = s.v; t.g = s.g; t.beta = s.beta; t.out = s.out;
+        t.z = s.z;
     };
+    t.norm_weight = static_cast<const float*>(d_nw);
     bind(S[0]);
     gdn_path_info_t info;
     gdn_path_info_init(&info);
@@ -332,9 +392,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     gdn_status_t st = gdn_select_path(&caps, &p, &t, &info);
     if (st != GDN_SUCCESS) {
         row.path = std::string("n/a: ") + gdn_last_error();
-        for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
-        mem.free(d_state);
-        if (d_cu) mem.free(d_cu);
+        free_all();
         return row;
     }
     row.path = path_name(info.path);
@@ -370,11 +428,13 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 sh.l2norm_eps = sh.norm_eps = 1e-6f;
                 sh.flags = p.flags;
                 std::vector<float> hq(size_t(T) * o.dk), hk(size_t(T) * o.dk), hv(size_t(T) * o.dv), hg(T), hb(T);
+                std::vector<float> hz(o.out_norm ? size_t(T) * o.dv : 0);
                 for (int64_t tt = 0; tt < T; ++tt) {
                     const int64_t row_t = sq * T + tt;
                     std::copy_n(&q[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hq[size_t(tt) * o.dk]);
                     std::copy_n(&k[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hk[size_t(tt) * o.dk]);
                     std::copy_n(&v[(size_t(row_t) * o.hv + h) * o.dv], o.dv, &hv[size_t(tt) * o.dv]);
+                    if (o.out_norm) std::copy_n(&z[(size_t(row_t) * o.hv + h) * o.dv], o.dv, &hz[size_t(tt) * o.dv]);
                     hg[tt] = g[size_t(row_t) * o.hv + h];
                     hb[tt] = beta[size_t(row_t) * o.hv + h];
                 }
@@ -384,6 +444,10 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 ht.v = hv.data(); ht.v_stride = {o.dv, o.dv};
                 ht.g = hg.data(); ht.g_stride = {1, 1};
                 ht.beta = hb.data(); ht.beta_stride = {1, 1};
+                if (o.out_norm) {
+                    ht.z = hz.data(); ht.z_stride = {o.dv, o.dv};
+                    ht.norm_weight = nw.data();
+                }
                 ht.state_slot_stride = int64_t(o.dk) * o.dv;
                 std::vector<double> ro(size_t(T) * o.dv), rs(size_t(o.dk) * o.dv);
                 const float* s0 = &state0[(size_t(sq) * o.hv + h) * o.dk * o.dv];
@@ -452,9 +516,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     row.device_ms = median(dev_ms);
     row.host_us = median(host_us);
     if (ws) mem.free(ws);
-    for (auto& s : S) { mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out); }
-    mem.free(d_state);
-    if (d_cu) mem.free(d_cu);
+    free_all();
     return row;
 }
 
@@ -493,6 +555,9 @@ int main(int argc, char** argv) {
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
     if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
+    if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
+    if (o.l2norm || o.out_norm)
+        std::printf("in the call:%s%s\n", o.l2norm ? " q/k L2 norm" : "", o.out_norm ? " output norm (z, w)" : "");
 
     std::vector<Row> rows;
     struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; gdn_precision_t precision; const char* name; };

@@ -61,8 +61,10 @@ for part in $parts; do
     sanitize | sanitize-all)
         tools="memcheck racecheck"
         [ "$part" = sanitize-all ] && tools="memcheck racecheck initcheck synccheck"
+        # (racecheck takes ~100 s of the 200 since the fused output-norm shape joined
+        # "[sanitize]", run 202.)
         for tool in $tools; do
-            step "sanitizer $tool" 100 "$OUT/sanitize.log" \
+            step "sanitizer $tool" 200 "$OUT/sanitize.log" \
                 compute-sanitizer --tool "$tool" --error-exitcode 9 "$TESTS" "[sanitize]"
         done
         # racecheck's reading of warpgroup barriers (bench/racecheck_barriers.cu): "paired", the
