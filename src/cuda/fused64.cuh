@@ -1256,6 +1256,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         halve(std::integral_constant<int, 4>{});
         halve(std::integral_constant<int, 2>{});
         // Into red[b][rank][warp] of both CTAs; thread 0 expects both CTAs' 128 x 8 bytes.
+        // red[b] is written again for chunk j + 2 only: a thread gets there after its CTA's
+        // norm_full of chunk j + 1 completed, which needs every thread of both CTAs to have
+        // sent its chunk j + 1 sums, each after its own reads of red[b] for chunk j. So no
+        // thread overwrites sums still to be read, in either CTA.
         const int b = j & 1;
         const uint32_t slot = smem_addr(sm + kRNorm) + uint32_t((((b * 2 + int(rank)) * 4 + warp) * 64 + 8 * gg + 2 * tq) * 4);
         const uint32_t nb = smem_addr(bars + 12 + b);
