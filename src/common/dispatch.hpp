@@ -252,7 +252,9 @@ constexpr int32_t kHipMinSuperBlockChunks = 8;
 // / 1.88, 16 x 1024 0.70 / 1.00, T = 2048 0.111 / 0.137, T = 512 0.039 /
 // 0.048; at Hv 64 32K 1.55 / 2.27, 8 x 4096 1.70 / 2.34: faster at every
 // shape measured. With the q/k L2 norm (v48, run 170) 32K 1.64 ms against
-// the two-kernel path's 1.90, 8 x 4096 1.44 / 1.96.
+// the two-kernel path's 1.90, 8 x 4096 1.44 / 1.96. With the output norm
+// (v62, run 201; bf16 out) 32K 2.42 against the two-kernel path's 3.68,
+// 8 x 4096 1.92 / 3.79.
 constexpr int32_t kCudaFusedChunk = 64;
 constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
 constexpr size_t kCudaFusedSmemBytes = 230016;        // the kernel's dynamic shared memory
@@ -268,7 +270,7 @@ constexpr int64_t kCpuChunkedMinTokens = 64;
 // Why the CUDA fused BF16 path cannot take this problem ("" if it can):
 // precision BF16, sm_90 with the library's sm_90a code (GDN_FEATURE_WGMMA)
 // and its shared memory, bf16 q/k/v (g and β in any gate dtype, the q/k L2
-// norm, the raw gate and β from logits taken), K = V = 128, no output norm;
+// norm, the raw gate, β from logits and the output norm taken), K = V = 128;
 // with tensors, q/k/v 16-byte aligned with strides of 16-byte multiples (TMA).
 std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const Tensors* t);
 
