@@ -156,6 +156,7 @@ struct Spec {
     int64_t head_pad = 0, row_pad = 0;
     bool head_major = false;
     int64_t out_row_pad = 0;  // extra elements after each output token row alone (added to row_pad)
+    int64_t z_row_pad = 0;    // the same for z's rows (the output norm's gate)
     // Data.
     uint64_t seed = 1;
     double g_lo = -0.3, g_hi = -0.01;     // log decay ~ U(g_lo, g_hi)
@@ -258,7 +259,11 @@ public:
         q_l = layout_for(s, T, s.hk, s.k, s.input);
         k_l = layout_for(s, T, s.hk, s.k, s.input);
         v_l = layout_for(s, T, s.hv, s.v, s.input);
-        z_l = layout_for(s, T, s.hv, s.v, s.input);
+        {
+            Spec sz = s;  // z's own row padding
+            sz.row_pad += s.z_row_pad;
+            z_l = layout_for(sz, T, s.hv, s.v, s.input);
+        }
         g_l = layout_for(s, T, s.hv, 1, s.gate);
         beta_l = layout_for(s, T, s.hv, 1, s.gate);
         {

@@ -313,6 +313,18 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: output norm, head-major, bf16 out rows padded by 2", s, 64});
     }
     {
+        Spec s;  // the output norm with z rows of an odd stride (the epilogue's 2-byte loads of z)
+                 // and f16 out rows padded by 4 (8-byte stores), partial chunks
+        s.seq_lens = {100, 64, 3};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.z_row_pad = 1, s.out_row_pad = 4;
+        s.seed = 26;
+        cases.push_back({"fused BF16: output norm, z rows of an odd stride, f16 out padded by 4", s, 64});
+    }
+    {
         Spec s;  // the output norm where TMA cannot take the rows: the two-kernel path's pass
         s.seq_lens = {150, 61};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
