@@ -16,7 +16,11 @@
 //    bulk copy (thread 448, off the prep's path);
 //  - warps 12-13 (24 registers) copy chunk j's k, q, v rows (TMA, five boxes
 //    in 128-byte-swizzled atoms) and g, β (cp.async; GX: loaded, transformed
-//    and stored as f32) into input slot j % 4.
+//    and stored as f32) into input slot j % 4;
+//  - ONORM (the gated RMSNorm of the output, perf-notes v63): the state warps
+//    (208 registers) write their raw output rows over the input slot's atoms,
+//    and the four warps 12-15 (32 registers) normalise and store them, then
+//    release the slot and load chunk j + 4 into it.
 // Two rings: four input slots (k, q, v, g, β; chunk j in slot j % 4) and two
 // output slots (T diag(β), P, F; slot j % 2, the preparing CTA's rank), so a
 // prep waits for a free output slot only before its last stores. mbarriers
@@ -43,7 +47,7 @@
 // output (OUT, a template parameter: a run-time branch around a wgmma makes
 // ptxas serialize every wgmma of the kernel, C7520), a [K][V] or [V][K] state
 // pool with slot indices and zero starts, and the gated RMSNorm of the output
-// (ONORM: the pair's CTAs exchange each row's sums of squares, perf-notes v62).
+// (ONORM: the pair's CTAs exchange each row's sums of squares, perf-notes v62-v63).
 #pragma once
 
 #include <cuda.h>
@@ -71,10 +75,10 @@
 // ONORM: the load warpgroup also runs the output norm's epilogue (perf-notes v63), with
 // registers the state warps give up.
 #ifndef GDN_FUSED64_ONORM_REG_STATE
-#define GDN_FUSED64_ONORM_REG_STATE 200
+#define GDN_FUSED64_ONORM_REG_STATE 208
 #endif
 #ifndef GDN_FUSED64_ONORM_REG_LOAD
-#define GDN_FUSED64_ONORM_REG_LOAD 40
+#define GDN_FUSED64_ONORM_REG_LOAD 32
 #endif
 
 namespace gdn::cuda::fused64 {
@@ -158,8 +162,12 @@ constexpr int kRBar = kRZs + 32 * kLDZ * 4;
 constexpr int kRNorm = kRBar + 128;
 constexpr int kRYBar = kRNorm + 2 * 2 * 64 * 4;
 constexpr int kLDY = 68;
-constexpr int kRSmem = kRYBar + 64 + 1024;
-static_assert(64 * kLDY * 4 <= kV, "the raw output rows fit over the slot's k and q atoms");
+// Then the weights of the CTA's 64 columns (f32), and z's rows of the chunk (bf16, [t][64])
+// after the raw rows in the input slot.
+constexpr int kRW = kRYBar + 64;
+constexpr int kRSmem = kRW + 64 * 4 + 1024;
+constexpr int kZs = 64 * kLDY * 4;
+static_assert(kZs + 64 * 128 <= kV, "the raw output rows and z fit over the slot's k and q atoms");
 static_assert(kROut % 1024 == 0 && kROut0 % 1024 == 0, "the output slots' atoms are 1024-aligned");
 static_assert(kRSmem <= 232448, "the rings fit the opt-in shared memory");
 
@@ -283,24 +291,14 @@ __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
         : "memory");
 }
 #endif
-// Whether the phase of the given parity has completed, without waiting; and a wait that
-// returns false after ~`ns` nanoseconds (the hint) without the phase, so that the waiting
-// thread can do something else between two tries (ONORM's copier, below).
+// Whether the phase of the given parity has completed, without waiting (ONORM's copier
+// polls between its tries, below).
 __device__ __forceinline__ bool mbar_test(uint64_t* b, int parity) {
     uint32_t ok;
     asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                  : "=r"(ok)
                  : "r"(smem_addr(b)), "r"(parity)
                  : "memory");
-    return ok != 0;
-}
-__device__ __forceinline__ bool mbar_try_for(uint64_t* b, int parity, uint32_t ns) {
-    uint32_t ok;
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(smem_addr(b)), "r"(parity), "r"(ns)
-        : "memory");
     return ok != 0;
 }
 
@@ -469,7 +467,32 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // β = 0 or F.x = 0 that meets those rows is NaN. Zero rows keep every such product
     // zero. Thread 0 then arrives without the expect_tx (the count stays 64 + 1). g and β
     // always by cp.async, zero past the end.
-    auto load = [&](int j, int lt) {
+    // GX: the raw bits of token lt & 63's g and β of chunk j (0 past the end), apart from
+    // load so that ONORM's epilogue threads can issue them a chunk early. (Plain loads, not
+    // load_float's __ldg: with those ptxas rescheduled this instance's prep and chain, which
+    // run 170 measured without them.)
+    struct GB {
+        uint32_t g = 0u, b = 0u;
+    };
+    auto fetch_gb = [&](int j, int lt) {
+        GB r;
+        if constexpr (GX) {
+            const int64_t cs = bos + int64_t(j) * C;
+            const int t = lt & 63;
+            if (cs + t < eos) {
+                const gdn_dtype_t dt = static_cast<gdn_dtype_t>(a.gate_dt);
+                auto raw = [&](const void* b, int64_t i) {
+                    return dt == GDN_DTYPE_F32 ? static_cast<const uint32_t*>(b)[i]
+                                               : uint32_t(static_cast<const unsigned short*>(b)[i]);
+                };
+                r.g = raw(a.g, (cs + t) * a.g_tok + int64_t(h) * a.g_head);
+                r.b = raw(a.beta, (cs + t) * a.b_tok + int64_t(h) * a.b_head);
+            }
+        }
+        (void)j, (void)lt;
+        return r;
+    };
+    auto load = [&](int j, int lt, GB gb) {
         unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
@@ -514,8 +537,8 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // (Two warps: a token's g and β each.)
         const int t = lt & 63;
         const bool ok = t < L;
-        const int64_t gi = (cs + t) * a.g_tok + int64_t(h) * a.g_head, bi = (cs + t) * a.b_tok + int64_t(h) * a.b_head;
         if constexpr (!GX) {
+            const int64_t gi = (cs + t) * a.g_tok + int64_t(h) * a.g_head, bi = (cs + t) * a.b_tok + int64_t(h) * a.b_head;
             const float* g32 = static_cast<const float*>(a.g);
             const float* b32 = static_cast<const float*>(a.beta);
             cp_async4(st + kG + 4 * t, ok ? g32 + gi : g32, ok ? 4 : 0);
@@ -524,20 +547,15 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // Past the end: g = β = 0, as the zero fill (a raw gate of 0 is not a g of 0).
             float gv = 0.0f, bv = 0.0f;
             if (ok) {
-                // (Plain loads, not load_float's __ldg: with those ptxas rescheduled this
-                // instance's prep and chain, which run 170 measured without them.)
                 const gdn_dtype_t dt = static_cast<gdn_dtype_t>(a.gate_dt);
-                auto raw = [&](const void* b, int64_t i) {
-                    return dt == GDN_DTYPE_F32 ? static_cast<const uint32_t*>(b)[i]
-                                               : uint32_t(static_cast<const unsigned short*>(b)[i]);
-                };
-                gv = bits_to_float(raw(a.g, gi), dt), bv = bits_to_float(raw(a.beta, bi), dt);
+                gv = bits_to_float(gb.g, dt), bv = bits_to_float(gb.b, dt);
                 if (a.gate_raw) gv = gate_from_raw(gv, a.A_log[h], a.dt_bias[h]);
                 if (a.beta_logits) bv = sigmoid(bv);
             }
             reinterpret_cast<float*>(st + kG)[t] = gv;
             reinterpret_cast<float*>(st + kB)[t] = bv;
         }
+        (void)gb;
         cp_async_commit();
     };
 
@@ -554,11 +572,11 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // ONORM: by the epilogue threads, after their reads of its output rows); in_loaded
     // completes when every thread's copies have landed (cp.async.mbarrier.arrive.noinc) and,
     // for a full chunk, the TMA's bytes. (Warps 12 and 13.)
-    auto load_chunk = [&](int j) {
+    auto load_chunk = [&](int j, GB gb) {
         mbar_wait(bars + 4 + (j & 3), ((j >> 2) & 1) ^ 1);
         if (tid == 384) ev(0, j);
         const int lt = tid - 384;
-        load(j, lt);
+        load(j, lt, gb);
         if (tid == 384) ev(1, j);
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar_loaded(j)))
                      : "memory");
@@ -582,48 +600,79 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             auto poll = [&] {
                 if (tid == 448 && jc < nch && mbar_test(bar_full(jc), par_full(jc))) copy_out(jc), jc += 2;
             };
+            // (Not try_wait, not even with a time hint: its first try suspends the warp for as
+            // long as the hardware likes, up to the phase. Then the copy of a chunk prepared
+            // meanwhile waited for this CTA's chain to finish the one before: each chunk's
+            // chain then waited for the other CTA's, +1 ms at 32K, run 205.)
             auto wait = [&](uint64_t* b, int parity) {
                 if (warp != 14) return mbar_wait(b, parity);
-                for (unsigned n = 0; !mbar_try_for(b, parity, 100); ++n) {
+                for (unsigned n = 0; !mbar_test(b, parity); ++n) {
                     poll();
-                    if (n > (1u << 24)) __trap();
+                    __nanosleep(32);
+                    if (n > (1u << 26)) __trap();
                 }
             };
             const bool zvec = a.z_vec != 0;
-            if (warp < 14)
-                for (int j = 0; j < 4 && j < nch; ++j) load_chunk(j);
+            // The weights of this CTA's 64 columns into shared memory, once.
+            float* const ws = reinterpret_cast<float*>(sm + kRW);
+            if (i < 64) ws[i] = a.norm_w[c0 + i];
+            asm volatile("barrier.sync 5, 128;\n" ::: "memory");
+            if (warp < 14) {
+                GB gb[4];
+                for (int j = 0; j < 4 && j < nch; ++j) gb[j] = fetch_gb(j, tid - 384);
+                for (int j = 0; j < 4 && j < nch; ++j) load_chunk(j, gb[j]);
+            }
+            // z's rows of chunk j into L2 (this CTA's 64 columns: 128 bytes from column c0, two
+            // lines where not 128-aligned; a token's two ends from two threads).
+            auto prefetch_z = [&](int j) {
+                const int64_t t = bos + int64_t(j) * C + (i >> 1);
+                if (j < nch && t < eos) {
+                    const unsigned short* r = static_cast<const unsigned short*>(a.z) + t * a.z_tok +
+                                              int64_t(h) * a.z_head + c0 + (i & 1) * 63;
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(r));
+                }
+            };
+            prefetch_z(0), prefetch_z(1);
             for (int j = 0; j < nch; ++j) {
                 const int64_t cs = bos + int64_t(j) * C;
                 const int L = int(eos - cs < C ? eos - cs : C);
-                // z of the thread's 4 x 8 elements (bf16, two per register), zero past the end;
-                // issued before the wait, so that they land while the chain runs.
-                uint32_t zr[4][4];
+                // Chunk j + 4's g and β (warps 12-13), which this iteration's end stores, and
+                // chunk j + 2's z rows into L2, issued before the waits.
+                const GB gb = warp < 14 && j + 4 < nch ? fetch_gb(j + 4, tid - 384) : GB{};
+                prefetch_z(j + 2);
+                uint64_t* const yb = reinterpret_cast<uint64_t*>(sm + kRYBar) + (j & 3);
+                wait(yb, (j >> 2) & 1);
+                unsigned char* const slot = stage(j);
+                const float* ys = reinterpret_cast<const float*>(slot);
+                // z of the thread's 4 x 8 elements (bf16) from L2 into the slot's dead atoms
+                // after the rows (kZs: [t][64], 128 bytes a row), by cp.async: no registers held
+                // while the sums and the exchange run. Zero past the end. Each thread reads
+                // back only what it copied.
+                unsigned char* const zs = slot + kZs;
                 {
                     const unsigned short* zb = static_cast<const unsigned short*>(a.z) + int64_t(h) * a.z_head + cc;
 #pragma unroll
                     for (int s = 0; s < 4; ++s) {
                         const int t = rb + 16 * s;
-                        zr[s][0] = zr[s][1] = zr[s][2] = zr[s][3] = 0u;
-                        if (t < L) {
-                            const unsigned short* r = zb + (cs + t) * a.z_tok;
-                            if (zvec) {
-                                asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n"
-                                             : "=r"(zr[s][0]), "=r"(zr[s][1]) : "l"(r));
-                                asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n"
-                                             : "=r"(zr[s][2]), "=r"(zr[s][3]) : "l"(r + 32));
-                            } else {
-                                // (z's rows not 8-byte aligned: element loads.)
+                        const bool ok = t < L;
+                        const unsigned short* r = ok ? zb + (cs + t) * a.z_tok : zb;
+                        unsigned char* d = zs + t * 128 + 8 * cg;
+                        if (zvec) {
 #pragma unroll
-                                for (int e = 0; e < 4; ++e)
-                                    zr[s][e] = uint32_t(__ldg(r + (e >> 1) * 32 + 2 * (e & 1))) |
-                                               uint32_t(__ldg(r + (e >> 1) * 32 + 2 * (e & 1) + 1)) << 16;
-                            }
+                            for (int pc = 0; pc < 2; ++pc)
+                                asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(d + 64 * pc)),
+                                             "l"(r + 32 * pc), "r"(ok ? 8 : 0)
+                                             : "memory");
+                        } else {
+                            // (z's rows not 8-byte aligned: element loads.)
+#pragma unroll 1
+                            for (int e = 0; e < 8; ++e)
+                                reinterpret_cast<unsigned short*>(d + 64 * (e >> 2))[e & 3] =
+                                    ok ? __ldg(r + 32 * (e >> 2) + (e & 3)) : (unsigned short)0;
                         }
                     }
+                    cp_async_commit();
                 }
-                uint64_t* const yb = reinterpret_cast<uint64_t*>(sm + kRYBar) + (j & 3);
-                wait(yb, (j >> 2) & 1);
-                const float* ys = reinterpret_cast<const float*>(stage(j));
                 // The rows' sums of squares over this thread's 8 columns, then over the 8 threads
                 // of a row by exchanging halves: thread cg ends with row rb + 16 (2 (cg >> 2 & 1) +
                 // (cg >> 1 & 1)), as does cg ^ 1.
@@ -665,6 +714,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 }
                 poll();
                 wait(bars + 12 + b, (j >> 1) & 1);
+                cp_async_wait_all();
                 // out = o / rms · (w ⊙ silu(z)), silu(z) = z / (1 + e^−z) by ex2.approx and
                 // rcp.approx (no branch, no slow path; relative errors ~2^-22: not 1 + tanh(z / 2),
                 // one MUFU less but with tanh.approx's ~2^-11 absolute error cancelling for
@@ -680,15 +730,14 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
 #pragma unroll
                         for (int pc = 0; pc < 2; ++pc) {
                             const float4 u = *reinterpret_cast<const float4*>(ys + t * kLDY + 4 * cg + 32 * pc);
-                            // (The weights by 4-byte loads: the caller's w need not be 16-byte aligned.)
-                            const float* wp = a.norm_w + cc + 32 * pc;
-                            const float yv[4] = {u.x, u.y, u.z, u.w};
-                            const float wv[4] = {__ldg(wp), __ldg(wp + 1), __ldg(wp + 2), __ldg(wp + 3)};
+                            const float4 w = *reinterpret_cast<const float4*>(ws + 4 * cg + 32 * pc);
+                            const uint2 zw = *reinterpret_cast<const uint2*>(zs + t * 128 + 8 * cg + 64 * pc);
+                            const float yv[4] = {u.x, u.y, u.z, u.w}, wv[4] = {w.x, w.y, w.z, w.w};
                             float ov[4];
 #pragma unroll
                             for (int e = 0; e < 4; ++e) {
-                                const uint32_t zw = zr[s][2 * pc + (e >> 1)];
-                                const float z = __uint_as_float((e & 1) ? (zw & 0xffff0000u) : (zw << 16));
+                                const uint32_t zp = (e >> 1) ? zw.y : zw.x;
+                                const float z = __uint_as_float((e & 1) ? (zp & 0xffff0000u) : (zp << 16));
                                 float r;
                                 asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(1.0f + exp_ftz(-z)));
                                 ov[e] = yv[e] * rr * (wv[e] * (z * r));
@@ -711,7 +760,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 // Slot j % 4 is read (its rows): chunk j + 4 may come into it.
                 if (j + 4 < nch) {
                     mbar_arrive(bars + 4 + (j & 3));
-                    if (warp < 14) load_chunk(j + 4);
+                    if (warp < 14) load_chunk(j + 4, gb);
                 }
             }
             if (tid == 448) {
@@ -739,7 +788,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
             return;
         }
-        for (int j = 0; j < nch; ++j) load_chunk(j);
+        for (int j = 0; j < nch; ++j) load_chunk(j, fetch_gb(j, tid - 384));
         cp_async_wait_all();
         return;
     }
