@@ -257,7 +257,7 @@ constexpr int32_t kHipMinSuperBlockChunks = 8;
 // 8 x 4096 1.92 / 3.79.
 constexpr int32_t kCudaFusedChunk = 64;
 constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
-constexpr size_t kCudaFusedSmemBytes = 227264;        // the kernel's dynamic shared memory
+constexpr size_t kCudaFusedSmemBytes = 230016;        // the kernel's dynamic shared memory
 constexpr int32_t kCudaFusedMaxSeqs = 65535;          // the grid's y dimension
 constexpr int64_t kCudaFusedRowAlign = 16;            // q/k/v pointers and strides (bytes): TMA
 constexpr int64_t kCudaFusedMaxStrideBytes = int64_t(1) << 39;  // TMA's global strides

@@ -16,11 +16,7 @@
 //    bulk copy (thread 448, off the prep's path);
 //  - warps 12-13 (24 registers) copy chunk j's k, q, v rows (TMA, five boxes
 //    in 128-byte-swizzled atoms) and g, β (cp.async; GX: loaded, transformed
-//    and stored as f32) into input slot j % 4;
-//  - ONORM (the gated RMSNorm of the output, perf-notes v63): the state warps
-//    (208 registers) write their raw output rows over the input slot's atoms,
-//    and the four warps 12-15 (32 registers) normalise and store them, then
-//    release the slot and load chunk j + 4 into it.
+//    and stored as f32) into input slot j % 4.
 // Two rings: four input slots (k, q, v, g, β; chunk j in slot j % 4) and two
 // output slots (T diag(β), P, F; slot j % 2, the preparing CTA's rank), so a
 // prep waits for a free output slot only before its last stores. mbarriers
@@ -47,7 +43,7 @@
 // output (OUT, a template parameter: a run-time branch around a wgmma makes
 // ptxas serialize every wgmma of the kernel, C7520), a [K][V] or [V][K] state
 // pool with slot indices and zero starts, and the gated RMSNorm of the output
-// (ONORM: the pair's CTAs exchange each row's sums of squares, perf-notes v62-v63).
+// (ONORM: the pair's CTAs exchange each row's sums of squares, perf-notes v62).
 #pragma once
 
 #include <cuda.h>
@@ -71,14 +67,6 @@
 #endif
 #ifndef GDN_FUSED64_REG_PREP
 #define GDN_FUSED64_REG_PREP 136
-#endif
-// ONORM: the load warpgroup also runs the output norm's epilogue (perf-notes v63), with
-// registers the state warps give up.
-#ifndef GDN_FUSED64_ONORM_REG_STATE
-#define GDN_FUSED64_ONORM_REG_STATE 208
-#endif
-#ifndef GDN_FUSED64_ONORM_REG_LOAD
-#define GDN_FUSED64_ONORM_REG_LOAD 32
 #endif
 
 namespace gdn::cuda::fused64 {
@@ -116,7 +104,6 @@ struct Args {
     // [tokens][Hv][128] (element strides), w f32 [128].
     const void* z;
     int64_t z_tok, z_head;
-    int32_t z_vec;  // z's rows 8-byte aligned (base, both strides multiples of 4): 8-byte loads
     const float* norm_w;
     float norm_eps;
     float* state;
@@ -156,18 +143,10 @@ constexpr int kRAs = kROut0 + 2 * kROut;
 constexpr int kLDZ = 36;
 constexpr int kRZs = kRAs + 64 * kLDA * 4;
 constexpr int kRBar = kRZs + 32 * kLDZ * 4;
-// ONORM: the rows' sums of squares over each CTA's 64 columns, red[b][r][t] (b = chunk j & 1,
-// r the CTA that formed it, t the token), filled in both CTAs by st.async; then the mbarriers
-// y_full[4] (the chain's raw output rows of chunk j in input slot j % 4, kLDY floats a row).
+// ONORM: the rows' sums of squares, red[b][r][w][t] (b = chunk j & 1, r the CTA that formed
+// it, w its state warp (16 of its columns), t the token), filled in both CTAs by st.async.
 constexpr int kRNorm = kRBar + 128;
-constexpr int kRYBar = kRNorm + 2 * 2 * 64 * 4;
-constexpr int kLDY = 68;
-// Then the weights of the CTA's 64 columns (f32), and z's rows of the chunk (bf16, [t][64])
-// after the raw rows in the input slot.
-constexpr int kRW = kRYBar + 64;
-constexpr int kRSmem = kRW + 64 * 4 + 1024;
-constexpr int kZs = 64 * kLDY * 4;
-static_assert(kZs + 64 * 128 <= kV, "the raw output rows and z fit over the slot's k and q atoms");
+constexpr int kRSmem = kRNorm + 2 * 2 * 4 * 64 * 4 + 1024;
 static_assert(kROut % 1024 == 0 && kROut0 % 1024 == 0, "the output slots' atoms are 1024-aligned");
 static_assert(kRSmem <= 232448, "the rings fit the opt-in shared memory");
 
@@ -233,11 +212,11 @@ __device__ __forceinline__ void bulk_to_peer(uint32_t dst, uint32_t src, uint32_
         "r"(src), "r"(bytes), "r"(bar)
         : "memory");
 }
-// A float into a CTA's shared memory (a shared::cluster address: this CTA's or the peer's),
-// completing its 4 bytes on that CTA's mbarrier (ONORM's exchange).
-__device__ __forceinline__ void st_async1(uint32_t dst, float x, uint32_t bar) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(dst),
-                 "r"(__float_as_uint(x)), "r"(bar)
+// Two floats into a CTA's shared memory (a shared::cluster address: this CTA's or the
+// peer's), completing their 8 bytes on that CTA's mbarrier (ONORM's exchange).
+__device__ __forceinline__ void st_async2(uint32_t dst, float x, float y, uint32_t bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(dst),
+                 "f"(x), "f"(y), "r"(bar)
                  : "memory");
 }
 // TMA: a box of the tensor map at (x, head, token) into shared memory, completing on bar.
@@ -291,16 +270,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
         : "memory");
 }
 #endif
-// Whether the phase of the given parity has completed, without waiting (ONORM's copier
-// polls between its tries, below).
-__device__ __forceinline__ bool mbar_test(uint64_t* b, int parity) {
-    uint32_t ok;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(smem_addr(b)), "r"(parity)
-                 : "memory");
-    return ok != 0;
-}
 
 // x (64 x 64, warp w: rows 16 w.., tiles of 8 columns) += A · Bᵀ, both from shared memory
 // (K-major atoms, 128-byte swizzle): wgmma m64n64k16 with A by descriptor.
@@ -428,16 +397,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // (the peer's: one arrive of count 256 with the bulk copy's bytes); out_empty[o], in
         // CTA o only: its state threads and a lane of each of the peer's state warps;
         // ONORM's norm_full[b]: thread 0's expect_tx of both CTAs' st.async bytes.
-        // ONORM's y_full[s] (kRYBar): the state threads, after their stores of chunk j's raw rows
-        // into input slot s = j % 4; its in_empty[s] then takes the epilogue's 128 threads (the
-        // load warpgroup), after their reads of those rows, instead of the state threads.
         constexpr int n_loaded = GX ? 64 + 1 + 64 : 64 + 1;
-        if (tid == 0) {
+        if (tid == 0)
             for (int i = 0; i < 14; ++i)
                 mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : i < 12 ? 128 + 4 : 1);
-            if constexpr (ONORM)
-                for (int i = 0; i < 4; ++i) mbar_init(reinterpret_cast<uint64_t*>(sm + kRYBar) + i, 128);
-        }
         // T diag(β)'s blocks above the diagonal are never written: zero them in both output
         // slots (the peer's copies carry its zeros) before the peer may copy into them.
         for (int i = tid; i < 2 * 8192 / 4; i += 512)
@@ -448,9 +411,8 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // The state warpgroup takes the registers the prep warpgroups give back, each role's
     // first instruction (ptxas allocates a role's registers to the limit that dominates its
     // code).
-    constexpr int kRegState = ONORM ? GDN_FUSED64_ONORM_REG_STATE : GDN_FUSED64_REG_STATE;
-    constexpr int kRegPrep = GDN_FUSED64_REG_PREP;
-    constexpr int kRegLoad = ONORM ? GDN_FUSED64_ONORM_REG_LOAD : GDN_FUSED64_REG_LOAD;
+    constexpr int kRegState = GDN_FUSED64_REG_STATE, kRegPrep = GDN_FUSED64_REG_PREP;
+    constexpr int kRegLoad = GDN_FUSED64_REG_LOAD;
     // The CTA launches with 128 registers a thread (512 threads): the split must fit the
     // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 130, at 384 threads
     // and 224 + 2 x 144). setmaxnreg is a whole warpgroup's: the load warps are four.
@@ -467,32 +429,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // β = 0 or F.x = 0 that meets those rows is NaN. Zero rows keep every such product
     // zero. Thread 0 then arrives without the expect_tx (the count stays 64 + 1). g and β
     // always by cp.async, zero past the end.
-    // GX: the raw bits of token lt & 63's g and β of chunk j (0 past the end), apart from
-    // load so that ONORM's epilogue threads can issue them a chunk early. (Plain loads, not
-    // load_float's __ldg: with those ptxas rescheduled this instance's prep and chain, which
-    // run 170 measured without them.)
-    struct GB {
-        uint32_t g = 0u, b = 0u;
-    };
-    auto fetch_gb = [&](int j, int lt) {
-        GB r;
-        if constexpr (GX) {
-            const int64_t cs = bos + int64_t(j) * C;
-            const int t = lt & 63;
-            if (cs + t < eos) {
-                const gdn_dtype_t dt = static_cast<gdn_dtype_t>(a.gate_dt);
-                auto raw = [&](const void* b, int64_t i) {
-                    return dt == GDN_DTYPE_F32 ? static_cast<const uint32_t*>(b)[i]
-                                               : uint32_t(static_cast<const unsigned short*>(b)[i]);
-                };
-                r.g = raw(a.g, (cs + t) * a.g_tok + int64_t(h) * a.g_head);
-                r.b = raw(a.beta, (cs + t) * a.b_tok + int64_t(h) * a.b_head);
-            }
-        }
-        (void)j, (void)lt;
-        return r;
-    };
-    auto load = [&](int j, int lt, GB gb) {
+    auto load = [&](int j, int lt) {
         unsigned char* st = stage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
@@ -537,8 +474,8 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // (Two warps: a token's g and β each.)
         const int t = lt & 63;
         const bool ok = t < L;
+        const int64_t gi = (cs + t) * a.g_tok + int64_t(h) * a.g_head, bi = (cs + t) * a.b_tok + int64_t(h) * a.b_head;
         if constexpr (!GX) {
-            const int64_t gi = (cs + t) * a.g_tok + int64_t(h) * a.g_head, bi = (cs + t) * a.b_tok + int64_t(h) * a.b_head;
             const float* g32 = static_cast<const float*>(a.g);
             const float* b32 = static_cast<const float*>(a.beta);
             cp_async4(st + kG + 4 * t, ok ? g32 + gi : g32, ok ? 4 : 0);
@@ -547,232 +484,26 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // Past the end: g = β = 0, as the zero fill (a raw gate of 0 is not a g of 0).
             float gv = 0.0f, bv = 0.0f;
             if (ok) {
+                // (Plain loads, not load_float's __ldg: with those ptxas rescheduled this
+                // instance's prep and chain, which run 170 measured without them.)
                 const gdn_dtype_t dt = static_cast<gdn_dtype_t>(a.gate_dt);
-                gv = bits_to_float(gb.g, dt), bv = bits_to_float(gb.b, dt);
+                auto raw = [&](const void* b, int64_t i) {
+                    return dt == GDN_DTYPE_F32 ? static_cast<const uint32_t*>(b)[i]
+                                               : uint32_t(static_cast<const unsigned short*>(b)[i]);
+                };
+                gv = bits_to_float(raw(a.g, gi), dt), bv = bits_to_float(raw(a.beta, bi), dt);
                 if (a.gate_raw) gv = gate_from_raw(gv, a.A_log[h], a.dt_bias[h]);
                 if (a.beta_logits) bv = sigmoid(bv);
             }
             reinterpret_cast<float*>(st + kG)[t] = gv;
             reinterpret_cast<float*>(st + kB)[t] = bv;
         }
-        (void)gb;
         cp_async_commit();
-    };
-
-    // The output slot of chunk j (prepared here, j = rank mod 2) to the peer: the bulk copy and
-    // the peer's out_full arrivals (one thread).
-    auto copy_out = [&](int j) {
-        const uint32_t pb = peer_addr(smem_addr(bar_full(j)), peer);
-        const uint32_t src = smem_addr(ostage(j));
-        mbar_arrive_tx_peer(pb, kROut, 256);
-        bulk_to_peer(peer_addr(src, peer), src, kROut, pb);
-        ev(3, j);
-    };
-    // Chunk j into input slot j % 4 once chunk j − 4 is released (by this CTA's state warps;
-    // ONORM: by the epilogue threads, after their reads of its output rows); in_loaded
-    // completes when every thread's copies have landed (cp.async.mbarrier.arrive.noinc) and,
-    // for a full chunk, the TMA's bytes. (Warps 12 and 13.)
-    auto load_chunk = [&](int j, GB gb) {
-        mbar_wait(bars + 4 + (j & 3), ((j >> 2) & 1) ^ 1);
-        if (tid == 384) ev(0, j);
-        const int lt = tid - 384;
-        load(j, lt, gb);
-        if (tid == 384) ev(1, j);
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar_loaded(j)))
-                     : "memory");
-        if constexpr (GX) mbar_arrive(bar_loaded(j));  // (after this thread's g and β stores)
     };
 
     if (warp >= 12) {
         // ------------------------------------------------------------ load
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegLoad) : "memory");
-        if constexpr (ONORM) {
-            // ONORM: the four warps also normalise the chain's output rows (perf-notes v63), off
-            // the chain's path. Thread i (0..127) takes columns 4 cg.. and 32 + 4 cg.. (cg = i & 7;
-            // 16-byte pieces, so that 8 threads read a row's 256 bytes of y without a bank
-            // conflict) of rows rb + 16 s (rb = i >> 3, s = 0..3).
-            const int i = tid - 384, cg = i & 7, rb = i >> 3;
-            const int cc = c0 + 4 * cg;  // (the pieces' first columns: cc, cc + 32)
-            // Thread 448 also issues this CTA's copies to the peer. It must not wait on the
-            // epilogue's events alone: the peer's chain (and then this CTA's epilogue) may need
-            // the copy first. So it polls out_full between its steps and inside its waits.
-            int jc = int(rank);
-            auto poll = [&] {
-                if (tid == 448 && jc < nch && mbar_test(bar_full(jc), par_full(jc))) copy_out(jc), jc += 2;
-            };
-            // (Not try_wait, not even with a time hint: its first try suspends the warp for as
-            // long as the hardware likes, up to the phase. Then the copy of a chunk prepared
-            // meanwhile waited for this CTA's chain to finish the one before: each chunk's
-            // chain then waited for the other CTA's, +1 ms at 32K, run 205.)
-            auto wait = [&](uint64_t* b, int parity) {
-                if (warp != 14) return mbar_wait(b, parity);
-                for (unsigned n = 0; !mbar_test(b, parity); ++n) {
-                    poll();
-                    __nanosleep(32);
-                    if (n > (1u << 26)) __trap();
-                }
-            };
-            const bool zvec = a.z_vec != 0;
-            // The weights of this CTA's 64 columns into shared memory, once.
-            float* const ws = reinterpret_cast<float*>(sm + kRW);
-            if (i < 64) ws[i] = a.norm_w[c0 + i];
-            asm volatile("barrier.sync 5, 128;\n" ::: "memory");
-            if (warp < 14) {
-                GB gb[4];
-                for (int j = 0; j < 4 && j < nch; ++j) gb[j] = fetch_gb(j, tid - 384);
-                for (int j = 0; j < 4 && j < nch; ++j) load_chunk(j, gb[j]);
-            }
-            // z's rows of chunk j into L2 (this CTA's 64 columns: 128 bytes from column c0, two
-            // lines where not 128-aligned; a token's two ends from two threads).
-            auto prefetch_z = [&](int j) {
-                const int64_t t = bos + int64_t(j) * C + (i >> 1);
-                if (j < nch && t < eos) {
-                    const unsigned short* r = static_cast<const unsigned short*>(a.z) + t * a.z_tok +
-                                              int64_t(h) * a.z_head + c0 + (i & 1) * 63;
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(r));
-                }
-            };
-            prefetch_z(0), prefetch_z(1);
-            for (int j = 0; j < nch; ++j) {
-                const int64_t cs = bos + int64_t(j) * C;
-                const int L = int(eos - cs < C ? eos - cs : C);
-                // Chunk j + 4's g and β (warps 12-13), which this iteration's end stores, and
-                // chunk j + 2's z rows into L2, issued before the waits.
-                const GB gb = warp < 14 && j + 4 < nch ? fetch_gb(j + 4, tid - 384) : GB{};
-                prefetch_z(j + 2);
-                uint64_t* const yb = reinterpret_cast<uint64_t*>(sm + kRYBar) + (j & 3);
-                wait(yb, (j >> 2) & 1);
-                unsigned char* const slot = stage(j);
-                const float* ys = reinterpret_cast<const float*>(slot);
-                // z of the thread's 4 x 8 elements (bf16) from L2 into the slot's dead atoms
-                // after the rows (kZs: [t][64], 128 bytes a row), by cp.async: no registers held
-                // while the sums and the exchange run. Zero past the end. Each thread reads
-                // back only what it copied.
-                unsigned char* const zs = slot + kZs;
-                {
-                    const unsigned short* zb = static_cast<const unsigned short*>(a.z) + int64_t(h) * a.z_head + cc;
-#pragma unroll
-                    for (int s = 0; s < 4; ++s) {
-                        const int t = rb + 16 * s;
-                        const bool ok = t < L;
-                        const unsigned short* r = ok ? zb + (cs + t) * a.z_tok : zb;
-                        unsigned char* d = zs + t * 128 + 8 * cg;
-                        if (zvec) {
-#pragma unroll
-                            for (int pc = 0; pc < 2; ++pc)
-                                asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(d + 64 * pc)),
-                                             "l"(r + 32 * pc), "r"(ok ? 8 : 0)
-                                             : "memory");
-                        } else {
-                            // (z's rows not 8-byte aligned: element loads.)
-#pragma unroll 1
-                            for (int e = 0; e < 8; ++e)
-                                reinterpret_cast<unsigned short*>(d + 64 * (e >> 2))[e & 3] =
-                                    ok ? __ldg(r + 32 * (e >> 2) + (e & 3)) : (unsigned short)0;
-                        }
-                    }
-                    cp_async_commit();
-                }
-                // The rows' sums of squares over this thread's 8 columns, then over the 8 threads
-                // of a row by exchanging halves: thread cg ends with row rb + 16 (2 (cg >> 2 & 1) +
-                // (cg >> 1 & 1)), as does cg ^ 1.
-                float ss[4];
-#pragma unroll
-                for (int s = 0; s < 4; ++s) {
-                    const float* yr = ys + (rb + 16 * s) * kLDY + 4 * cg;
-                    const float4 u = *reinterpret_cast<const float4*>(yr);
-                    const float4 v = *reinterpret_cast<const float4*>(yr + 32);
-                    float acc = u.x * u.x;
-                    acc = fmaf(u.y, u.y, acc), acc = fmaf(u.z, u.z, acc), acc = fmaf(u.w, u.w, acc);
-                    acc = fmaf(v.x, v.x, acc), acc = fmaf(v.y, v.y, acc), acc = fmaf(v.z, v.z, acc);
-                    ss[s] = fmaf(v.w, v.w, acc);
-                }
-                {
-                    const bool up = (cg & 4) != 0, up2 = (cg & 2) != 0;
-#pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        const float lo = ss[q], hi = ss[q + 2];
-                        ss[q] = (up ? hi : lo) + __shfl_xor_sync(0xffffffffu, up ? lo : hi, 4);
-                    }
-                    const float lo = ss[0], hi = ss[1];
-                    ss[0] = (up2 ? hi : lo) + __shfl_xor_sync(0xffffffffu, up2 ? lo : hi, 2);
-                    ss[0] += __shfl_xor_sync(0xffffffffu, ss[0], 1);
-                }
-                // Into red[b][rank][t] of CTA cg & 1; thread 384 expects both CTAs' 64 x 4 bytes.
-                // red[b] is written again for chunk j + 2 only: a thread gets there after its
-                // CTA's norm_full of chunk j + 1 completed, which needs every epilogue thread of
-                // both CTAs to have sent its chunk j + 1 sum, each after its own reads of red[b]
-                // for chunk j (every thread sends one, every thread reads). So no thread
-                // overwrites sums still to be read, in either CTA.
-                const int b = j & 1;
-                {
-                    const int th = rb + 16 * (2 * ((cg >> 2) & 1) + ((cg >> 1) & 1));
-                    const uint32_t dst = smem_addr(sm + kRNorm) + uint32_t(((b * 2 + int(rank)) * 64 + th) * 4);
-                    const uint32_t to = uint32_t(cg & 1);
-                    st_async1(peer_addr(dst, to), ss[0], peer_addr(smem_addr(bars + 12 + b), to));
-                    if (tid == 384) mbar_arrive_tx(bars + 12 + b, 2 * 64 * 4);
-                }
-                poll();
-                wait(bars + 12 + b, (j >> 1) & 1);
-                cp_async_wait_all();
-                // out = o / rms · (w ⊙ silu(z)), silu(z) = z / (1 + e^−z) by ex2.approx and
-                // rcp.approx (no branch, no slow path; relative errors ~2^-22: not 1 + tanh(z / 2),
-                // one MUFU less but with tanh.approx's ~2^-11 absolute error cancelling for
-                // negative z): 0 for z → −∞ (the reciprocal of ∞), z for z → ∞. Both CTAs add
-                // the two halves' sums in the same order: a row gets one 1 / rms.
-                const float* red = reinterpret_cast<const float*>(sm + kRNorm) + b * 2 * 64;
-#pragma unroll
-                for (int s = 0; s < 4; ++s) {
-                    const int t = rb + 16 * s;
-                    if (t < L) {
-                        const float rr = rsqrtf((red[t] + red[64 + t]) * (1.0f / 128.0f) + a.norm_eps);
-                        const int64_t o = (cs + t) * a.o_tok + int64_t(h) * a.o_head + cc;
-#pragma unroll
-                        for (int pc = 0; pc < 2; ++pc) {
-                            const float4 u = *reinterpret_cast<const float4*>(ys + t * kLDY + 4 * cg + 32 * pc);
-                            const float4 w = *reinterpret_cast<const float4*>(ws + 4 * cg + 32 * pc);
-                            const uint2 zw = *reinterpret_cast<const uint2*>(zs + t * 128 + 8 * cg + 64 * pc);
-                            const float yv[4] = {u.x, u.y, u.z, u.w}, wv[4] = {w.x, w.y, w.z, w.w};
-                            float ov[4];
-#pragma unroll
-                            for (int e = 0; e < 4; ++e) {
-                                const uint32_t zp = (e >> 1) ? zw.y : zw.x;
-                                const float z = __uint_as_float((e & 1) ? (zp & 0xffff0000u) : (zp << 16));
-                                float r;
-                                asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(1.0f + exp_ftz(-z)));
-                                ov[e] = yv[e] * rr * (wv[e] * (z * r));
-                            }
-                            if constexpr (OUT != GDN_DTYPE_F32) {
-                                constexpr ScanMode kOut = OUT == GDN_DTYPE_BF16 ? ScanMode::kBf16 : ScanMode::kFp16;
-                                const uint32_t p0 = mma::pack2<kOut>(ov[0], ov[1]), p1 = mma::pack2<kOut>(ov[2], ov[3]);
-                                if (a.out_vec) {
-                                    *reinterpret_cast<uint2*>(static_cast<uint16_t*>(a.out) + o + 32 * pc) =
-                                        make_uint2(p0, p1);
-                                    continue;
-                                }
-                            }
-#pragma unroll
-                            for (int e = 0; e < 4; ++e) store_out_elem<OUT>(a.out, o + 32 * pc + e, ov[e]);
-                        }
-                    }
-                    poll();
-                }
-                // Slot j % 4 is read (its rows): chunk j + 4 may come into it.
-                if (j + 4 < nch) {
-                    mbar_arrive(bars + 4 + (j & 3));
-                    if (warp < 14) load_chunk(j + 4, gb);
-                }
-            }
-            if (tid == 448) {
-                for (; jc < nch; jc += 2) {
-                    mbar_wait(bar_full(jc), par_full(jc));
-                    copy_out(jc);
-                }
-                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-            }
-            if (warp < 14) cp_async_wait_all();
-            return;
-        }
         if (warp >= 14) {
             // One thread hands this CTA's prepared chunks to the peer (the bulk copy of the
             // output slot and the peer's out_full arrivals), off the prep's path: issued from
@@ -782,13 +513,30 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             if (tid == 448) {
                 for (int j = int(rank); j < nch; j += 2) {
                     mbar_wait(bar_full(j), par_full(j));
-                    copy_out(j);
+                    const uint32_t pb = peer_addr(smem_addr(bar_full(j)), peer);
+                    const uint32_t src = smem_addr(ostage(j));
+                    mbar_arrive_tx_peer(pb, kROut, 256);
+                    bulk_to_peer(peer_addr(src, peer), src, kROut, pb);
+                    ev(3, j);
                 }
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             }
             return;
         }
-        for (int j = 0; j < nch; ++j) load_chunk(j, fetch_gb(j, tid - 384));
+        // Chunk j into input slot j % 4 once chunk j − 4 is read by this CTA's state warps;
+        // in_loaded completes when every thread's copies have landed
+        // (cp.async.mbarrier.arrive.noinc) and, for a full chunk, the TMA's bytes.
+        // (Warps 12 and 13.)
+        for (int j = 0; j < nch; ++j) {
+            mbar_wait(bars + 4 + (j & 3), ((j >> 2) & 1) ^ 1);
+            if (tid == 384) ev(0, j);
+            const int lt = tid - 384;
+            load(j, lt);
+            if (tid == 384) ev(1, j);
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar_loaded(j)))
+                         : "memory");
+            if constexpr (GX) mbar_arrive(bar_loaded(j));  // (after this thread's g and β stores)
+        }
         cp_async_wait_all();
         return;
     }
@@ -1433,6 +1181,127 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
         }
     };
+    // ONORM: the z rows of the chunk from cs (this CTA's 64 columns, 128 bytes from the
+    // row's column c0: two lines where not 128-aligned) into L2, a token's two ends from two
+    // threads.
+    auto prefetch_z = [&](int64_t cs) {
+        const int t = int(threadIdx.x >> 1);
+        if (cs + t < eos) {
+            const unsigned short* r = static_cast<const unsigned short*>(a.z) + (cs + t) * a.z_tok +
+                                      int64_t(h) * a.z_head + c0 + int(threadIdx.x & 1) * 63;
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(r));
+        }
+    };
+    // ONORM: y's rows (tokens 8 jt + 2 tq + e, columns cw, cw + 8) scaled by 1 / rms of the
+    // whole row, the weight and silu(z). Chunk j + 1's z rows are prefetched here (chunk 0's
+    // are not: a prefetch before the loop made ptxas spill in the prep's A/P loop).
+    auto norm_rows = [&](float(&y)[8][4], int j, int64_t cs, int L) {
+        // (g, tq and the columns from the thread's index, as store_out has g: values shared
+        // with the prep's code made ptxas spill there.)
+        const int gg = (threadIdx.x >> 2) & 7, tq = threadIdx.x & 3;
+        const int cw = c0 + 16 * int(threadIdx.x >> 5) + gg, warp = int(threadIdx.x >> 5);
+        // The epilogue is on the chain's path, on schedulers the prep warps keep busy: it is
+        // written for few instructions and their latencies in flight (perf-notes v62). First
+        // z's 32 loads (L2, prefetched a chunk ago; volatile, so that they are issued here
+        // and not at their use), then the exchange, then silu(z) · w while it is in flight.
+        uint32_t zr[8][4];  // (token t, cw), (t + 1, cw), (t, cw + 8), (t + 1, cw + 8)
+        {
+            // Row t + 1 one stride after row t, row t + 8 eight after it (64-bit adds); column
+            // cw + 8 16 bytes after cw. A full chunk without predicates.
+            const char* z0 = static_cast<const char*>(a.z) +
+                             2 * ((cs + 2 * tq) * a.z_tok + int64_t(h) * a.z_head + cw);
+            const int64_t s1 = 2 * a.z_tok, s8 = 16 * a.z_tok;
+            auto ld = [](uint32_t& r, const char* p) {
+                asm volatile("ld.global.nc.u16 %0, [%1];\n" : "=r"(r) : "l"(p));
+            };
+            if (L == C) {
+#pragma unroll
+                for (int jt = 0; jt < 8; ++jt, z0 += s8) {
+                    ld(zr[jt][0], z0), ld(zr[jt][2], z0 + 16);
+                    ld(zr[jt][1], z0 + s1), ld(zr[jt][3], z0 + s1 + 16);
+                }
+            } else {
+#pragma unroll
+                for (int jt = 0; jt < 8; ++jt, z0 += s8)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        zr[jt][e] = zr[jt][e + 2] = 0u;
+                        if (8 * jt + 2 * tq + e < L) ld(zr[jt][e], z0 + e * s1), ld(zr[jt][e + 2], z0 + e * s1 + 16);
+                    }
+            }
+        }
+        prefetch_z(cs + C);
+        // The sums of squares of this warp's 16 columns of each token, reduced over the eight
+        // lanes g that hold a token's columns by exchanging halves: lane (g, tq) ends with
+        // tokens 8 g + 2 tq and 8 g + 2 tq + 1.
+        float ss[16];
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt) {
+            ss[2 * jt] = fmaf(y[jt][0], y[jt][0], y[jt][2] * y[jt][2]);
+            ss[2 * jt + 1] = fmaf(y[jt][1], y[jt][1], y[jt][3] * y[jt][3]);
+        }
+        auto halve = [&](auto half_c) {
+            constexpr int half = decltype(half_c)::value;
+            const bool up = (gg & (half / 2)) != 0;  // (lane bit 2 + log2(half) is g's bit log2(half) − 1)
+#pragma unroll
+            for (int i = 0; i < half; ++i) {
+                // (The values first, then the selects: a select of the two elements' addresses
+                // put ss in local memory.)
+                const float lo = ss[i], hi = ss[i + half];
+                const float keep = up ? hi : lo, give = up ? lo : hi;
+                ss[i] = keep + __shfl_xor_sync(0xffffffffu, give, 2 * half);
+            }
+        };
+        halve(std::integral_constant<int, 8>{});
+        halve(std::integral_constant<int, 4>{});
+        halve(std::integral_constant<int, 2>{});
+        // Into red[b][rank][warp] of both CTAs; thread 0 expects both CTAs' 128 x 8 bytes.
+        // red[b] is written again for chunk j + 2 only: a thread gets there after its CTA's
+        // norm_full of chunk j + 1 completed, which needs every thread of both CTAs to have
+        // sent its chunk j + 1 sums, each after its own reads of red[b] for chunk j. So no
+        // thread overwrites sums still to be read, in either CTA.
+        const int b = j & 1;
+        const uint32_t slot = smem_addr(sm + kRNorm) + uint32_t((((b * 2 + int(rank)) * 4 + warp) * 64 + 8 * gg + 2 * tq) * 4);
+        const uint32_t nb = smem_addr(bars + 12 + b);
+        st_async2(peer_addr(slot, rank), ss[0], ss[1], peer_addr(nb, rank));
+        st_async2(peer_addr(slot, peer), ss[0], ss[1], peer_addr(nb, peer));
+        if (threadIdx.x == 0) mbar_arrive_tx(bars + 12 + b, 2 * 128 * 8);
+        // w ⊙ silu(z), silu(z) = z / (1 + e^−z) by ex2.approx and rcp.approx (no branch, no
+        // slow path; relative errors ~2^-22: not 1 + tanh(z / 2), one MUFU less but with
+        // tanh.approx's ~2^-11 absolute error cancelling for negative z): 0 for z → −∞ (the
+        // reciprocal of ∞), z for z → ∞.
+        const float w0 = __ldg(a.norm_w + cw), w1 = __ldg(a.norm_w + cw + 8);
+        float sw[8][4];
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float z = __uint_as_float(zr[jt][e] << 16);
+                float r;
+                asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(1.0f + exp_ftz(-z)));
+                sw[jt][e] = (e < 2 ? w0 : w1) * (z * r);
+            }
+        mbar_wait(bars + 12 + b, (j >> 1) & 1);
+        // The row's sum: the eight partials in the same order in both CTAs.
+        const float* red = reinterpret_cast<const float*>(sm + kRNorm) + b * 2 * 4 * 64 + 8 * gg + 2 * tq;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int p = 0; p < 8; ++p) {
+            const float2 v = *reinterpret_cast<const float2*>(red + p * 64);
+            s0 += v.x, s1 += v.y;
+        }
+        const float i0 = rsqrtf(s0 * (1.0f / 128.0f) + a.norm_eps), i1 = rsqrtf(s1 * (1.0f / 128.0f) + a.norm_eps);
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt) {
+            // Token 8 jt + 2 tq + e's factor from lane (g = jt, tq).
+            const float r0 = __shfl_sync(0xffffffffu, i0, 4 * jt + tq);
+            const float r1 = __shfl_sync(0xffffffffu, i1, 4 * jt + tq);
+            y[jt][0] = y[jt][0] * r0 * sw[jt][0];
+            y[jt][1] = y[jt][1] * r1 * sw[jt][1];
+            y[jt][2] = y[jt][2] * r0 * sw[jt][2];
+            y[jt][3] = y[jt][3] * r1 * sw[jt][3];
+        }
+    };
     for (int j = 0; j < nch; ++j) {
         // (At CTA scope, as CUTLASS waits for a cluster's barriers: the cluster-scope acquire
         // invalidated L1 each chunk, CCTL.IVALL, run 153.)
@@ -1561,7 +1430,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // The slots are read: the input slot (this CTA's) for chunk j + 4, the output slot (the
         // preparing CTA's, o = j % 2, whose copy the peer's bulk copy overwrites) for chunk
         // j + 2.
-        if (!ONORM && j + 4 < nch) mbar_arrive(bars + 4 + (j & 3));
+        if (j + 4 < nch) mbar_arrive(bars + 4 + (j & 3));
         if (j + 2 < nch) {
             if (uint32_t(j & 1) == rank) {
                 mbar_arrive(bars + 10 + (j & 1));
@@ -1571,21 +1440,8 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
         }
         if (tid == 0) ev(5, j);
-        if constexpr (ONORM) {
-            // The raw rows (f32, [t][c], kLDY floats a row: the stores of a warp hit 32 banks)
-            // over the input slot's k and q atoms, which the wgmma of this chunk have read;
-            // the load warpgroup normalises and stores them and releases the slot.
-            float* ys = reinterpret_cast<float*>(stage(j)) + (16 * warp + g);
-#pragma unroll
-            for (int jt = 0; jt < 8; ++jt) {
-                const int t = 8 * jt + 2 * tq;
-                ys[t * kLDY] = y[jt][0], ys[(t + 1) * kLDY] = y[jt][1];
-                ys[t * kLDY + 8] = y[jt][2], ys[(t + 1) * kLDY + 8] = y[jt][3];
-            }
-            mbar_arrive(reinterpret_cast<uint64_t*>(sm + kRYBar) + (j & 3));
-        } else {
-            store_out(y, cs, L);  // (from registers: after the release)
-        }
+        if constexpr (ONORM) norm_rows(y, j, cs, L);
+        store_out(y, cs, L);  // (from registers: after the release)
         mark(4);
     }
 #pragma unroll
@@ -1665,7 +1521,6 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->out_vec = p.out_dt != GDN_DTYPE_F32 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0 && p.o_tok % 4 == 0 &&
                  p.o_head % 4 == 0;
     a->z = p.z, a->z_tok = p.z_tok, a->z_head = p.z_head;
-    a->z_vec = reinterpret_cast<uintptr_t>(p.z) % 8 == 0 && p.z_tok % 4 == 0 && p.z_head % 4 == 0;
     a->norm_w = p.norm_weight, a->norm_eps = p.norm_eps;
     a->state = p.state, a->slot_stride = p.slot_stride;
     a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
