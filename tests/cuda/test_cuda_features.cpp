@@ -313,8 +313,9 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: output norm, head-major, bf16 out rows padded by 2", s, 64});
     }
     {
-        Spec s;  // the output norm with z rows of an odd stride (the epilogue's 2-byte loads of z)
-                 // and f16 out rows padded by 4 (8-byte stores), partial chunks
+        Spec s;  // the output norm with z rows of an odd stride (z is read at any stride; v63's
+                 // form had a path of its own for it) and f16 out rows padded by 4 (8-byte
+                 // stores), partial chunks
         s.seq_lens = {100, 64, 3};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
