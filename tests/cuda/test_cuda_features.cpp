@@ -150,11 +150,10 @@ std::vector<Case> feature_cases() {
         s.seed = 6;
         cases.push_back({"decode batch, every flag, pool with padding", s});
     }
-    {
-        Spec s;  // the fused BF16 path's features: varlen with an empty zero-start
-                 // sequence and lengths that miss its chunk of 64, a pool with
-                 // padding whose rows are NaN, zero starts, strided rows
-                 // (16-byte multiples), padded slots
+    // Varlen with an empty zero-start sequence and lengths that miss the chunk of 64, a pool with
+    // padding whose rows are NaN, zero starts, strided rows (16-byte multiples), padded slots.
+    auto varlen_pool_spec = [] {
+        Spec s;
         s.seq_lens = {300, 0, 64, 129, 1, 65};
         s.hk = 2, s.hv = 4, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
@@ -163,6 +162,10 @@ std::vector<Case> feature_cases() {
         s.num_state_slots = 8;
         s.start_from_zero = {0, 1, 0, 1, 0, 1};
         s.nan_in_padding = true;
+        return s;
+    };
+    {
+        Spec s = varlen_pool_spec();  // the fused BF16 path's features on it
         s.seed = 10;
         cases.push_back({"fused BF16: varlen, pool, NaN padding rows, zero-start, strided", s, 64});
     }
@@ -263,18 +266,9 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: l2norm and output norm", s, 64});
     }
     {
-        Spec s;  // the output norm (z strided like q/k/v) with varlen, a pool, NaN padding
-                 // rows, zero starts, lengths that miss the chunk of 64, its own eps
-        s.seq_lens = {300, 0, 64, 129, 1, 65};
-        s.hk = 2, s.hv = 4, s.k = s.v = 128;
-        s.input = GDN_DTYPE_BF16;
+        Spec s = varlen_pool_spec();  // the output norm (z strided like q/k/v) on it, its own eps
         s.flags = GDN_FLAG_OUTPUT_NORM;
         s.norm_eps = 1e-5f;
-        s.head_pad = 8, s.row_pad = 16, s.slot_pad = 7;
-        s.state_indices = {4, 2, -1, 0, 6, 1};
-        s.num_state_slots = 8;
-        s.start_from_zero = {0, 1, 0, 1, 0, 1};
-        s.nan_in_padding = true;
         s.seed = 21;
         cases.push_back({"fused BF16: output norm, varlen, pool, NaN padding, zero-start, strided", s, 64});
     }
