@@ -253,11 +253,11 @@ constexpr int32_t kHipMinSuperBlockChunks = 8;
 // 0.048; at Hv 64 32K 1.55 / 2.27, 8 x 4096 1.70 / 2.34: faster at every
 // shape measured. With the q/k L2 norm (v48, run 170) 32K 1.64 ms against
 // the two-kernel path's 1.90, 8 x 4096 1.44 / 1.96. With the output norm
-// (v62, run 201; bf16 out) 32K 2.42 against the two-kernel path's 3.68,
-// 8 x 4096 1.92 / 3.79.
+// (a kernel of its own after the fused one, v64, run 209; bf16 out) 32K 1.97
+// against the two-kernel path's 3.68 (v62), 8 x 4096 1.69 / 3.79.
 constexpr int32_t kCudaFusedChunk = 64;
 constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
-constexpr size_t kCudaFusedSmemBytes = 230016;        // the kernel's dynamic shared memory
+constexpr size_t kCudaFusedSmemBytes = 225920;        // the kernel's dynamic shared memory
 constexpr int32_t kCudaFusedMaxSeqs = 65535;          // the grid's y dimension
 constexpr int64_t kCudaFusedRowAlign = 16;            // q/k/v pointers and strides (bytes): TMA
 constexpr int64_t kCudaFusedMaxStrideBytes = int64_t(1) << 39;  // TMA's global strides

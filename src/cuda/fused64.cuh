@@ -42,8 +42,9 @@
 // the q/k L2 norm (NORM: per-token factors, perf-notes v48), an f32/bf16/f16
 // output (OUT, a template parameter: a run-time branch around a wgmma makes
 // ptxas serialize every wgmma of the kernel, C7520), a [K][V] or [V][K] state
-// pool with slot indices and zero starts, and the gated RMSNorm of the output
-// (ONORM: the pair's CTAs exchange each row's sums of squares, perf-notes v62).
+// pool with slot indices and zero starts. The gated RMSNorm of the output
+// (GDN_FLAG_OUTPUT_NORM) is a kernel of its own after this one (fused64.cu,
+// perf-notes v64).
 #pragma once
 
 #include <cuda.h>
@@ -100,12 +101,6 @@ struct Args {
     // 16-bit OUT: the base 8-byte aligned and both strides multiples of 4 elements, so the
     // chain writes a token's four columns as one 8-byte store (otherwise one element each).
     int32_t out_vec;
-    // ONORM (GDN_FLAG_OUTPUT_NORM): out = o / sqrt(mean(o²) + norm_eps) · w ⊙ silu(z), z bf16
-    // [tokens][Hv][128] (element strides), w f32 [128].
-    const void* z;
-    int64_t z_tok, z_head;
-    const float* norm_w;
-    float norm_eps;
     float* state;
     int64_t slot_stride;
     const int32_t* cu;  // null: sequence n is tokens [n equal_len, (n + 1) equal_len)
@@ -143,10 +138,7 @@ constexpr int kRAs = kROut0 + 2 * kROut;
 constexpr int kLDZ = 36;
 constexpr int kRZs = kRAs + 64 * kLDA * 4;
 constexpr int kRBar = kRZs + 32 * kLDZ * 4;
-// ONORM: the rows' sums of squares, red[b][r][w][t] (b = chunk j & 1, r the CTA that formed
-// it, w its state warp (16 of its columns), t the token), filled in both CTAs by st.async.
-constexpr int kRNorm = kRBar + 128;
-constexpr int kRSmem = kRNorm + 2 * 2 * 4 * 64 * 4 + 1024;
+constexpr int kRSmem = kRBar + 128 + 1024;
 static_assert(kROut % 1024 == 0 && kROut0 % 1024 == 0, "the output slots' atoms are 1024-aligned");
 static_assert(kRSmem <= 232448, "the rings fit the opt-in shared memory");
 
@@ -211,13 +203,6 @@ __device__ __forceinline__ void bulk_to_peer(uint32_t dst, uint32_t src, uint32_
         "cp.async.bulk.commit_group;\n" ::"r"(dst),
         "r"(src), "r"(bytes), "r"(bar)
         : "memory");
-}
-// Two floats into a CTA's shared memory (a shared::cluster address: this CTA's or the
-// peer's), completing their 8 bytes on that CTA's mbarrier (ONORM's exchange).
-__device__ __forceinline__ void st_async2(uint32_t dst, float x, float y, uint32_t bar) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(dst),
-                 "f"(x), "f"(y), "r"(bar)
-                 : "memory");
 }
 // TMA: a box of the tensor map at (x, head, token) into shared memory, completing on bar.
 __device__ __forceinline__ void tma_3d(void* dst, const CUtensorMap* map, int x, int hd, int t, uint64_t* bar) {
@@ -331,17 +316,14 @@ __device__ __forceinline__ float sumsq8(uint4 w, float acc) {
 // are those of the raw rows, the chain's code unchanged.
 // GX: g and β through the load warps' registers (Args.gate_xform; its own instances, so
 // that the others keep the measured code of the plain cp.async path).
-// ONORM: the gated RMSNorm of the output rows (GDN_FLAG_OUTPUT_NORM) in the chain's
-// epilogue. A row's 128 columns are the pair's two halves: each CTA's state warps reduce
-// their rows' sums of squares over their 64 columns and store them into both CTAs' red
-// (st.async, norm_full[j & 1]); each CTA then adds the same eight partials in the same
-// order, so both scale a row by the same 1 / rms. z's rows are prefetched into L2 a chunk
-// ahead.
-template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool ONORM = false>
+template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false>
 __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__ Args a) {
 #if defined(GDN_HAVE_WGMMA)
     static_assert(OUT == GDN_DTYPE_F32 || OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "the output dtypes");
     static_assert(!(BAL && NORM), "the balanced prep (the probe's --balance) takes no norm");
+    // The output norm's kernel (fused64.cu), launched as this grid's programmatic
+    // dependent, may take the SMs this grid leaves free and wait there.
+    allow_dependent_launch();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const sm =
         smem_raw + ((0u - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) & 1023u);
@@ -382,7 +364,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // Chunk j's input slot (k, q, v, g, β) and output slot (the prep's T diag(β), P, F).
     auto stage = [&](int j) { return sm + (j & 3) * kRIn; };
     auto ostage = [&](int j) { return sm + kROut0 + (j & 1) * kROut; };
-    // in_loaded[4], in_empty[4], out_full[2], out_empty[2], norm_full[2].
+    // in_loaded[4], in_empty[4], out_full[2], out_empty[2].
     uint64_t* const bars = reinterpret_cast<uint64_t*>(sm + kRBar);
     auto bar_full = [&](int j) { return bars + 8 + (j & 1); };
     auto bar_loaded = [&](int j) { return bars + (j & 3); };
@@ -395,12 +377,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // of g and β; in_empty[s]: this CTA's state threads (the prep of chunk j has read the
         // slot before they pass out_full); out_full[o]: the preparing CTA's 256 prep threads
         // (the peer's: one arrive of count 256 with the bulk copy's bytes); out_empty[o], in
-        // CTA o only: its state threads and a lane of each of the peer's state warps;
-        // ONORM's norm_full[b]: thread 0's expect_tx of both CTAs' st.async bytes.
+        // CTA o only: its state threads and a lane of each of the peer's state warps.
         constexpr int n_loaded = GX ? 64 + 1 + 64 : 64 + 1;
         if (tid == 0)
-            for (int i = 0; i < 14; ++i)
-                mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : i < 12 ? 128 + 4 : 1);
+            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : 128 + 4);
         // T diag(β)'s blocks above the diagonal are never written: zero them in both output
         // slots (the peer's copies carry its zeros) before the peer may copy into them.
         for (int i = tid; i < 2 * 8192 / 4; i += 512)
@@ -1181,127 +1161,6 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
         }
     };
-    // ONORM: the z rows of the chunk from cs (this CTA's 64 columns, 128 bytes from the
-    // row's column c0: two lines where not 128-aligned) into L2, a token's two ends from two
-    // threads.
-    auto prefetch_z = [&](int64_t cs) {
-        const int t = int(threadIdx.x >> 1);
-        if (cs + t < eos) {
-            const unsigned short* r = static_cast<const unsigned short*>(a.z) + (cs + t) * a.z_tok +
-                                      int64_t(h) * a.z_head + c0 + int(threadIdx.x & 1) * 63;
-            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(r));
-        }
-    };
-    // ONORM: y's rows (tokens 8 jt + 2 tq + e, columns cw, cw + 8) scaled by 1 / rms of the
-    // whole row, the weight and silu(z). Chunk j + 1's z rows are prefetched here (chunk 0's
-    // are not: a prefetch before the loop made ptxas spill in the prep's A/P loop).
-    auto norm_rows = [&](float(&y)[8][4], int j, int64_t cs, int L) {
-        // (g, tq and the columns from the thread's index, as store_out has g: values shared
-        // with the prep's code made ptxas spill there.)
-        const int gg = (threadIdx.x >> 2) & 7, tq = threadIdx.x & 3;
-        const int cw = c0 + 16 * int(threadIdx.x >> 5) + gg, warp = int(threadIdx.x >> 5);
-        // The epilogue is on the chain's path, on schedulers the prep warps keep busy: it is
-        // written for few instructions and their latencies in flight (perf-notes v62). First
-        // z's 32 loads (L2, prefetched a chunk ago; volatile, so that they are issued here
-        // and not at their use), then the exchange, then silu(z) · w while it is in flight.
-        uint32_t zr[8][4];  // (token t, cw), (t + 1, cw), (t, cw + 8), (t + 1, cw + 8)
-        {
-            // Row t + 1 one stride after row t, row t + 8 eight after it (64-bit adds); column
-            // cw + 8 16 bytes after cw. A full chunk without predicates.
-            const char* z0 = static_cast<const char*>(a.z) +
-                             2 * ((cs + 2 * tq) * a.z_tok + int64_t(h) * a.z_head + cw);
-            const int64_t s1 = 2 * a.z_tok, s8 = 16 * a.z_tok;
-            auto ld = [](uint32_t& r, const char* p) {
-                asm volatile("ld.global.nc.u16 %0, [%1];\n" : "=r"(r) : "l"(p));
-            };
-            if (L == C) {
-#pragma unroll
-                for (int jt = 0; jt < 8; ++jt, z0 += s8) {
-                    ld(zr[jt][0], z0), ld(zr[jt][2], z0 + 16);
-                    ld(zr[jt][1], z0 + s1), ld(zr[jt][3], z0 + s1 + 16);
-                }
-            } else {
-#pragma unroll
-                for (int jt = 0; jt < 8; ++jt, z0 += s8)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        zr[jt][e] = zr[jt][e + 2] = 0u;
-                        if (8 * jt + 2 * tq + e < L) ld(zr[jt][e], z0 + e * s1), ld(zr[jt][e + 2], z0 + e * s1 + 16);
-                    }
-            }
-        }
-        prefetch_z(cs + C);
-        // The sums of squares of this warp's 16 columns of each token, reduced over the eight
-        // lanes g that hold a token's columns by exchanging halves: lane (g, tq) ends with
-        // tokens 8 g + 2 tq and 8 g + 2 tq + 1.
-        float ss[16];
-#pragma unroll
-        for (int jt = 0; jt < 8; ++jt) {
-            ss[2 * jt] = fmaf(y[jt][0], y[jt][0], y[jt][2] * y[jt][2]);
-            ss[2 * jt + 1] = fmaf(y[jt][1], y[jt][1], y[jt][3] * y[jt][3]);
-        }
-        auto halve = [&](auto half_c) {
-            constexpr int half = decltype(half_c)::value;
-            const bool up = (gg & (half / 2)) != 0;  // (lane bit 2 + log2(half) is g's bit log2(half) − 1)
-#pragma unroll
-            for (int i = 0; i < half; ++i) {
-                // (The values first, then the selects: a select of the two elements' addresses
-                // put ss in local memory.)
-                const float lo = ss[i], hi = ss[i + half];
-                const float keep = up ? hi : lo, give = up ? lo : hi;
-                ss[i] = keep + __shfl_xor_sync(0xffffffffu, give, 2 * half);
-            }
-        };
-        halve(std::integral_constant<int, 8>{});
-        halve(std::integral_constant<int, 4>{});
-        halve(std::integral_constant<int, 2>{});
-        // Into red[b][rank][warp] of both CTAs; thread 0 expects both CTAs' 128 x 8 bytes.
-        // red[b] is written again for chunk j + 2 only: a thread gets there after its CTA's
-        // norm_full of chunk j + 1 completed, which needs every thread of both CTAs to have
-        // sent its chunk j + 1 sums, each after its own reads of red[b] for chunk j. So no
-        // thread overwrites sums still to be read, in either CTA.
-        const int b = j & 1;
-        const uint32_t slot = smem_addr(sm + kRNorm) + uint32_t((((b * 2 + int(rank)) * 4 + warp) * 64 + 8 * gg + 2 * tq) * 4);
-        const uint32_t nb = smem_addr(bars + 12 + b);
-        st_async2(peer_addr(slot, rank), ss[0], ss[1], peer_addr(nb, rank));
-        st_async2(peer_addr(slot, peer), ss[0], ss[1], peer_addr(nb, peer));
-        if (threadIdx.x == 0) mbar_arrive_tx(bars + 12 + b, 2 * 128 * 8);
-        // w ⊙ silu(z), silu(z) = z / (1 + e^−z) by ex2.approx and rcp.approx (no branch, no
-        // slow path; relative errors ~2^-22: not 1 + tanh(z / 2), one MUFU less but with
-        // tanh.approx's ~2^-11 absolute error cancelling for negative z): 0 for z → −∞ (the
-        // reciprocal of ∞), z for z → ∞.
-        const float w0 = __ldg(a.norm_w + cw), w1 = __ldg(a.norm_w + cw + 8);
-        float sw[8][4];
-#pragma unroll
-        for (int jt = 0; jt < 8; ++jt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float z = __uint_as_float(zr[jt][e] << 16);
-                float r;
-                asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(1.0f + exp_ftz(-z)));
-                sw[jt][e] = (e < 2 ? w0 : w1) * (z * r);
-            }
-        mbar_wait(bars + 12 + b, (j >> 1) & 1);
-        // The row's sum: the eight partials in the same order in both CTAs.
-        const float* red = reinterpret_cast<const float*>(sm + kRNorm) + b * 2 * 4 * 64 + 8 * gg + 2 * tq;
-        float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-        for (int p = 0; p < 8; ++p) {
-            const float2 v = *reinterpret_cast<const float2*>(red + p * 64);
-            s0 += v.x, s1 += v.y;
-        }
-        const float i0 = rsqrtf(s0 * (1.0f / 128.0f) + a.norm_eps), i1 = rsqrtf(s1 * (1.0f / 128.0f) + a.norm_eps);
-#pragma unroll
-        for (int jt = 0; jt < 8; ++jt) {
-            // Token 8 jt + 2 tq + e's factor from lane (g = jt, tq).
-            const float r0 = __shfl_sync(0xffffffffu, i0, 4 * jt + tq);
-            const float r1 = __shfl_sync(0xffffffffu, i1, 4 * jt + tq);
-            y[jt][0] = y[jt][0] * r0 * sw[jt][0];
-            y[jt][1] = y[jt][1] * r1 * sw[jt][1];
-            y[jt][2] = y[jt][2] * r0 * sw[jt][2];
-            y[jt][3] = y[jt][3] * r1 * sw[jt][3];
-        }
-    };
     for (int j = 0; j < nch; ++j) {
         // (At CTA scope, as CUTLASS waits for a cluster's barriers: the cluster-scope acquire
         // invalidated L1 each chunk, CCTL.IVALL, run 153.)
@@ -1440,7 +1299,6 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
         }
         if (tid == 0) ev(5, j);
-        if constexpr (ONORM) norm_rows(y, j, cs, L);
         store_out(y, cs, L);  // (from registers: after the release)
         mark(4);
     }
@@ -1512,16 +1370,13 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->gate_dt = int32_t(p.gate_dt);
     a->gate_raw = (p.flags & GDN_FLAG_GATE_FROM_RAW) != 0;
     a->beta_logits = (p.flags & GDN_FLAG_BETA_FROM_LOGITS) != 0;
-    // (With either norm always: the library's NORM and ONORM instances are GX ones, fused64.cu.)
-    a->gate_xform = p.gate_dt != GDN_DTYPE_F32 || a->gate_raw || a->beta_logits ||
-                    (p.flags & (GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM));
+    // (With the q/k L2 norm always: the library's NORM instances are GX ones, fused64.cu.)
+    a->gate_xform = p.gate_dt != GDN_DTYPE_F32 || a->gate_raw || a->beta_logits || (p.flags & GDN_FLAG_QK_L2NORM);
     a->A_log = p.A_log, a->dt_bias = p.dt_bias;
     a->l2eps = p.l2norm_eps;
     a->out = p.out, a->o_tok = p.o_tok, a->o_head = p.o_head;
     a->out_vec = p.out_dt != GDN_DTYPE_F32 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0 && p.o_tok % 4 == 0 &&
                  p.o_head % 4 == 0;
-    a->z = p.z, a->z_tok = p.z_tok, a->z_head = p.z_head;
-    a->norm_w = p.norm_weight, a->norm_eps = p.norm_eps;
     a->state = p.state, a->slot_stride = p.slot_stride;
     a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
     a->state_indices = p.state_indices, a->start_from_zero = p.start_from_zero;
