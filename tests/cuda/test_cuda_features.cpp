@@ -320,6 +320,17 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: output norm, z rows of an odd stride, f16 out padded by 4", s, 64});
     }
     {
+        Spec s;  // the output norm with f32 out rows padded by 1: the norm kernel's 4-byte
+                 // accesses of the raw f32 rows (16-byte ones where the rows allow them)
+        s.seq_lens = {70, 129};
+        s.hk = 1, s.hv = 2, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.out_row_pad = 1;
+        s.seed = 27;
+        cases.push_back({"fused BF16: output norm, f32 out rows padded by 1", s, 64});
+    }
+    {
         Spec s;  // the output norm where TMA cannot take the rows: the two-kernel path's pass
         s.seq_lens = {150, 61};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
