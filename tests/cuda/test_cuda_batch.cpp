@@ -544,7 +544,8 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         specs.push_back(s);
     }
     for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3}) {
-        Spec s;  // the tensor-core scan, three windows, output norm, padding
+        Spec s;  // the tensor-core scan, three windows, output norm, padding (BF16 on sm_90:
+                 // the fused kernel and its norm kernel, a programmatic edge in the graph)
         s.seq_lens = {5000, 300};
         s.hk = 2, s.hv = 6, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
