@@ -47,7 +47,7 @@ Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx) {
 // the raw values, whichever 16-bit type out holds in the end. V = 128 (the
 // fused path's). A half-warp takes a (token, value head) row, lane l of it
 // columns 8l..8l + 7; a warp takes four rows, every load issued before the
-// first use (the kernel is bound by the bytes in flight: perf-notes v64).
+// first use (the bytes in flight bound the kernel in part: perf-notes v64).
 // VEC: out's and z's rows 16-byte aligned, so a lane's columns are one or
 // two 16-byte accesses; else element by element. A programmatic dependent of
 // the fused kernel: it may start on the SMs the fused grid leaves free, and
