@@ -47,66 +47,87 @@ Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx) {
 // the raw values, whichever 16-bit type out holds in the end. V = 128 (the
 // fused path's). A half-warp takes a (token, value head) row, lane l of it
 // columns 8l..8l + 7; a warp takes four rows, every load issued before the
-// first use (the bytes in flight bound the kernel in part: perf-notes v64).
-// VEC: out's and z's rows 16-byte aligned, so a lane's columns are one or
-// two 16-byte accesses; else element by element. A programmatic dependent of
-// the fused kernel: it may start on the SMs the fused grid leaves free, and
-// waits there for the whole grid. Tokens of padding rows (negative slots) and
-// of no sequence are left alone, as the fused kernel leaves them (their rows
-// are read, not written). The formula is norm_out_row's (device_common.cuh).
+// first use and its bits converted only where they are used. VEC: out's and
+// z's rows 16-byte aligned, so a lane's columns are one or two 16-byte
+// accesses; else element by element. A programmatic dependent of the fused
+// kernel: it may start on the SMs the fused grid leaves free, and waits
+// there for the whole grid. Tokens of padding rows (negative slots) and of
+// no sequence are left alone, as the fused kernel leaves them (their rows
+// are read, not written). The formula is norm_out_row's (device_common.cuh)
+// with the row's 1/rms and silu's exponential and quotient by the fast
+// intrinsics (relative errors ~1e-7, against the outputs' ~4e-3 from FP64):
+// the kernel was bound by its instructions as much as by its bytes
+// (perf-notes v66).
 constexpr int kNormRowsPerWarp = 4;
-template <bool RAW_F32, bool VEC>
-__global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p) {
+
+// n / d for any 32-bit n by a multiply-high and shifts (Granlund and
+// Montgomery), the constants from the host: v64's 64-bit division a row was
+// among the instructions that bound the kernel (perf-notes v66).
+struct RowDiv {
+    uint32_t m, s1, s2;
+};
+RowDiv row_div(uint32_t d) {
+    uint32_t l = 0;
+    while (l < 32 && (uint64_t(1) << l) < d) ++l;  // ceil(log2 d)
+    const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1;
+    return {uint32_t(m), l < 1 ? 0u : 1u, l < 1 ? 0u : l - 1};
+}
+__device__ __forceinline__ uint32_t row_quotient(uint32_t n, RowDiv dv) {
+    const uint32_t t = __umulhi(dv.m, n);
+    return (t + ((n - t) >> dv.s1)) >> dv.s2;
+}
+
+__device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
+
+template <bool RAW_F32, bool VEC, bool Z_BF16>
+__global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const RowDiv dv) {
     allow_dependent_launch();
     grid_dependency_wait();
     constexpr int R = kNormRowsPerWarp / 2;  // a half-warp's rows
+    constexpr int YW = RAW_F32 || !VEC ? 8 : 4, ZW = VEC ? 4 : 8;  // words of a lane's raw and z columns
     const int lane = threadIdx.x & 31, c = 8 * (lane & 15);
     const int64_t first = (int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5)) * kNormRowsPerWarp + (lane >> 4);
     const int64_t rows = p.num_tokens * p.Hv;
-    float y[R][8], z[R][8];
+    uint32_t yb[R][YW], zb[R][ZW];
     int64_t tok[R], oi[R];
     bool live[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) {
         const int64_t row = first + 2 * i;
         live[i] = row < rows;
-        tok[i] = row / p.Hv;
-        const int32_t h = int32_t(row - tok[i] * p.Hv);
+        int32_t h;
+        if (rows < (int64_t(1) << 31)) {  // (the launch's rows: uniform)
+            tok[i] = row_quotient(uint32_t(row), dv);
+            h = int32_t(row - tok[i] * p.Hv);
+        } else {
+            tok[i] = row / p.Hv;
+            h = int32_t(row - tok[i] * p.Hv);
+        }
         oi[i] = tok[i] * p.o_tok + int64_t(h) * p.o_head + c;
         const int64_t zi = tok[i] * p.z_tok + int64_t(h) * p.z_head + c;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) y[i][e] = z[i][e] = 0.0f;
-        if (!live[i]) continue;
-        uint32_t zb[8];
-        if constexpr (VEC) {
-            if constexpr (RAW_F32) {
-                const float4* o4 = reinterpret_cast<const float4*>(static_cast<const float*>(p.out) + oi[i]);
-                const float4 a = o4[0], b = o4[1];
-                y[i][0] = a.x, y[i][1] = a.y, y[i][2] = a.z, y[i][3] = a.w;
-                y[i][4] = b.x, y[i][5] = b.y, y[i][6] = b.z, y[i][7] = b.w;
-            } else {
-                const uint4 r = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.out) + oi[i]);
-                const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+        for (int e = 0; e < YW; ++e) yb[i][e] = 0u;
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    y[i][2 * e] = __uint_as_float(w[e] << 16), y[i][2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+        for (int e = 0; e < ZW; ++e) zb[i][e] = 0u;
+        if (!live[i]) continue;
+        if constexpr (VEC) {
+            const uint4* o4 =
+                reinterpret_cast<const uint4*>(static_cast<const char*>(p.out) + oi[i] * (RAW_F32 ? 4 : 2));
+#pragma unroll
+            for (int k = 0; k < YW / 4; ++k) {
+                const uint4 r = o4[k];
+                yb[i][4 * k] = r.x, yb[i][4 * k + 1] = r.y, yb[i][4 * k + 2] = r.z, yb[i][4 * k + 3] = r.w;
             }
             const uint4 r = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.z) + zi));
-            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) zb[2 * e] = w[e] & 0xffffu, zb[2 * e + 1] = w[e] >> 16;
+            zb[i][0] = r.x, zb[i][1] = r.y, zb[i][2] = r.z, zb[i][3] = r.w;
         } else {
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-                if constexpr (RAW_F32)
-                    y[i][e] = static_cast<const float*>(p.out)[oi[i] + e];
-                else
-                    y[i][e] = __uint_as_float(uint32_t(static_cast<const uint16_t*>(p.out)[oi[i] + e]) << 16);
-                zb[e] = load_bits(p.z, p.in_dt, zi + e);
+                yb[i][e] = RAW_F32 ? static_cast<const uint32_t*>(p.out)[oi[i] + e]
+                                   : uint32_t(static_cast<const uint16_t*>(p.out)[oi[i] + e]);
+                zb[i][e] = load_bits(p.z, p.in_dt, zi + e);
             }
         }
-#pragma unroll
-        for (int e = 0; e < 8; ++e) z[i][e] = bits_to_float(zb[e], p.in_dt);
     }
     // Which rows are written: looked up while the loads are in flight.
 #pragma unroll
@@ -115,36 +136,49 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p) {
             const int32_t n = first_seq_ending_after(p, tok[i]);
             live[i] = n < p.num_seqs && tok[i] >= seq_begin(p, n) && seq_slot(p, n) >= 0;
         }
-    float ir[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        float oo = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) oo = fmaf(y[i][e], y[i][e], oo);
-#pragma unroll
-        for (int m = 8; m >= 1; m /= 2) oo += __shfl_xor_sync(0xffffffffu, oo, m);  // the half-warp's
-        ir[i] = inv_rms(p, oo);
-    }
     float w[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) w[e] = __ldg(p.norm_weight + c + e);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
+        float y[8], z[8];
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            if constexpr (RAW_F32)
+                y[e] = __uint_as_float(yb[i][e]), y[e + 1] = __uint_as_float(yb[i][e + 1]);
+            else if constexpr (VEC)
+                mma::unpack2<ScanMode::kBf16>(yb[i][e / 2], y[e], y[e + 1]);
+            else
+                y[e] = __uint_as_float(yb[i][e] << 16), y[e + 1] = __uint_as_float(yb[i][e + 1] << 16);
+            if constexpr (VEC) {  // (VEC: 16-bit z, Z_BF16 its type)
+                if constexpr (Z_BF16)
+                    mma::unpack2<ScanMode::kBf16>(zb[i][e / 2], z[e], z[e + 1]);
+                else
+                    mma::unpack2<ScanMode::kFp16>(zb[i][e / 2], z[e], z[e + 1]);
+            } else {
+                z[e] = bits_to_float(zb[i][e], p.in_dt), z[e + 1] = bits_to_float(zb[i][e + 1], p.in_dt);
+            }
+        }
+        float oo = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) oo = fmaf(y[e], y[e], oo);
+#pragma unroll
+        for (int m = 8; m >= 1; m /= 2) oo += __shfl_xor_sync(0xffffffffu, oo, m);  // the half-warp's
         if (!live[i]) continue;
+        const float ir = rsqrtf(fmaf(oo, 1.0f / 128.0f, p.norm_eps));  // inv_rms at V = 128
         float r[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) r[e] = y[i][e] * ir[i] * w[e] * silu(z[i][e]);
+        for (int e = 0; e < 8; ++e) r[e] = y[e] * ir * w[e] * silu_fast(z[e]);
         if (VEC && RAW_F32) {
             float4* o4 = reinterpret_cast<float4*>(static_cast<float*>(p.out) + oi[i]);
             o4[0] = make_float4(r[0], r[1], r[2], r[3]), o4[1] = make_float4(r[4], r[5], r[6], r[7]);
         } else if (VEC) {
-            uint32_t b[8];
+            uint32_t b[4];
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-                b[e] = p.out_dt == GDN_DTYPE_BF16 ? uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(r[e])))
-                                                  : uint32_t(__half_as_ushort(__float2half_rn(r[e])));
-            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + oi[i]) =
-                make_uint4(b[0] | (b[1] << 16), b[2] | (b[3] << 16), b[4] | (b[5] << 16), b[6] | (b[7] << 16));
+            for (int e = 0; e < 4; ++e)
+                b[e] = p.out_dt == GDN_DTYPE_BF16 ? mma::pack2<ScanMode::kBf16>(r[2 * e], r[2 * e + 1])
+                                                  : mma::pack2<ScanMode::kFp16>(r[2 * e], r[2 * e + 1]);
+            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + oi[i]) = make_uint4(b[0], b[1], b[2], b[3]);
         } else {
 #pragma unroll
             for (int e = 0; e < 8; ++e) store_float(p.out, p.out_dt, oi[i] + e, r[e]);
@@ -177,10 +211,14 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
                      (reinterpret_cast<uintptr_t>(p.out) | uint64_t(p.o_tok) * ob | uint64_t(p.o_head) * ob |
                       reinterpret_cast<uintptr_t>(p.z) | uint64_t(p.z_tok) * 2 | uint64_t(p.z_head) * 2) % 16 == 0;
     const dim3 grid(unsigned((rows + 8 * kNormRowsPerWarp - 1) / (8 * kNormRowsPerWarp)));
-    void (*const norm)(Params) =
-        p.out_dt == GDN_DTYPE_F32 ? (vec ? fused64_norm_kernel<true, true> : fused64_norm_kernel<true, false>)
-                                  : (vec ? fused64_norm_kernel<false, true> : fused64_norm_kernel<false, false>);
-    return launch_kernel(norm, grid, dim3(256), 0, stream, true, p);
+    const bool zbf = p.in_dt == GDN_DTYPE_BF16;
+    void (*const norm)(Params, RowDiv) =
+        p.out_dt == GDN_DTYPE_F32
+            ? (!vec ? fused64_norm_kernel<true, false, false>
+                    : zbf ? fused64_norm_kernel<true, true, true> : fused64_norm_kernel<true, true, false>)
+            : (!vec ? fused64_norm_kernel<false, false, false>
+                    : zbf ? fused64_norm_kernel<false, true, true> : fused64_norm_kernel<false, true, false>);
+    return launch_kernel(norm, grid, dim3(256), 0, stream, true, p, row_div(uint32_t(p.Hv)));
 }
 
 cudaError_t set_fused64_attributes(size_t smem_limit) {

@@ -66,8 +66,8 @@ std::vector<Spec> determinism_shapes() {
     g.start_from_zero = {0, 1, 0};
     g.seed = 17;
     shapes.push_back(g);
-    Spec h;  // the fused path's output norm (the pair's CTAs exchange each row's sums of
-             // squares) with the q/k L2 norm, bf16 out, a padding sequence
+    Spec h;  // the fused path's output norm (the norm kernel after the fused one) with
+             // the q/k L2 norm, bf16 out, a padding sequence
     h.seq_lens = {1500, 0, 333, 40};
     h.hk = 2, h.hv = 4, h.k = h.v = 128;
     h.input = h.output = GDN_DTYPE_BF16;

@@ -331,6 +331,20 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: output norm, f32 out rows padded by 1", s, 64});
     }
     {
+        Spec s;  // the output norm over many blocks of the norm kernel at 6 value heads (a
+                 // row's token and head by its multiply-high division), bf16 out, a padding
+                 // sequence, a zero start
+        s.seq_lens = {2500, 64, 1600};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {2, -1, 0};
+        s.start_from_zero = {0, 0, 1};
+        s.num_state_slots = 3;
+        s.seed = 28;
+        cases.push_back({"fused BF16: output norm, 6 value heads, 4164 tokens", s, 64});
+    }
+    {
         Spec s;  // the output norm where TMA cannot take the rows: the two-kernel path's pass
         s.seq_lens = {150, 61};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;

@@ -93,8 +93,8 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
-        Spec s;  // the fused path's output norm: the rows' sums of squares through both
-                 // CTAs' shared memory (st.async, norm_full), z by the state threads, three
+        Spec s;  // the fused path's output norm (the plain fused kernel's raw rows, then
+                 // fused64_norm_kernel in place as its programmatic dependent), three
                  // chunks and a partial one, a padding sequence between live ones
         s.seq_lens = {200, 70, 130};
         s.hk = 1, s.hv = 2, s.k = s.v = 128;
@@ -182,5 +182,46 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
             CHECK(co.ok());
             CHECK(cs.ok());
         }
+    }
+}
+
+// The fused path's output norm over many blocks at 6 value heads (the norm
+// kernel's (token, head) of a row by its multiply-high division), with
+// 16-byte rows (bf16 out) and with 4-byte ones (f32 out rows padded by 1); a
+// padding sequence between live ones. The BF16 path only (the others run
+// these flags in the shapes above).
+TEST_CASE("the fused path's output norm at 6 value heads, 16-byte and 4-byte rows (for compute-sanitizer)",
+          "[cuda][sanitize][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    for (const bool f32_out : {false, true}) {
+        Spec s;
+        s.seq_lens = {1000, 70, 1130};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = f32_out ? GDN_DTYPE_F32 : GDN_DTYPE_BF16;
+        s.out_row_pad = f32_out ? 1 : 0;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        s.state_indices = {1, -1, 0};
+        s.nan_in_padding = true;
+        s.algorithm = GDN_ALGO_CHUNKED;
+        s.precision = GDN_PRECISION_BF16;
+        s.seed = 31;
+        Problem p(s);
+        DeviceProblem d(p);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+        const gdn_status_t st = run(d, p.problem, caps, ws);
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        d.download();
+        const Reference ref = reference(p);
+        const Comparison co = compare_out(p, ref.out, Bound{8e-3, half_ulp_of(s.output), 0.0});
+        const Comparison cs = compare_state(p, ref.state, Bound{8e-3, 0.0, 0.0});
+        INFO((f32_out ? "f32 out" : "bf16 out"));
+        INFO(describe(co, "out vs FP64"));
+        INFO(describe(cs, "state vs FP64"));
+        CHECK(co.ok());
+        CHECK(cs.ok());
     }
 }
