@@ -253,8 +253,8 @@ constexpr int32_t kHipMinSuperBlockChunks = 8;
 // 0.048; at Hv 64 32K 1.55 / 2.27, 8 x 4096 1.70 / 2.34: faster at every
 // shape measured. With the q/k L2 norm (v48, run 170) 32K 1.64 ms against
 // the two-kernel path's 1.90, 8 x 4096 1.44 / 1.96. With the output norm
-// (a kernel of its own after the fused one, v64, run 209; bf16 out) 32K 1.97
-// against the two-kernel path's 3.68 (v62), 8 x 4096 1.69 / 3.79.
+// (a kernel of its own after the fused one, v64 and v66, run 212; bf16 out)
+// 32K 1.82 against the two-kernel path's 3.68 (v62), 8 x 4096 1.51 / 3.79.
 constexpr int32_t kCudaFusedChunk = 64;
 constexpr int32_t kCudaFusedHeadDim = 128;            // K = V = 128 only
 constexpr size_t kCudaFusedSmemBytes = 225920;        // the kernel's dynamic shared memory
