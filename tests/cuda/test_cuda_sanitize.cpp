@@ -5,10 +5,41 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "cuda_support.hpp"
 
 using namespace gdn_cuda_test;
+
+namespace {
+
+// Runs s with caps c and checks its output and final state against FP64
+// within rel (and half an ulp of the output dtype); `what` names the run in
+// a failure's message. Returns the two errors (out, state).
+std::pair<double, double> run_against_fp64(const gdn_caps_t& c, const Spec& s, double rel,
+                                           const std::string& what) {
+    Problem p(s);
+    DeviceProblem d(p);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(c, p.problem) == GDN_SUCCESS);
+    const gdn_status_t st = run(d, p.problem, c, ws);
+    INFO(gdn_last_error());
+    REQUIRE(st == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    d.download();
+    const Reference ref = reference(p);
+    const Comparison co = compare_out(p, ref.out, Bound{rel, half_ulp_of(s.output), 0.0});
+    const Comparison cs = compare_state(p, ref.state, Bound{rel, 0.0, 0.0});
+    INFO("T = " << p.T << ", " << what);
+    INFO(describe(co, "out vs FP64"));
+    INFO(describe(cs, "state vs FP64"));
+    CHECK(co.ok());
+    CHECK(cs.ok());
+    return {co.rel(), cs.rel()};
+}
+
+}  // namespace
 
 TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][sanitize]") {
     const gdn_caps_t caps = cuda_caps();
@@ -161,26 +192,12 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
                 // 16-bit g and β only beside inputs of their dtype (the API's rule).
                 if (s.gate != GDN_DTYPE_F32) run_spec.gate = run_spec.input;
             }
-            Problem p(run_spec);
-            DeviceProblem d(p);
-            DeviceWorkspace ws;
-            REQUIRE(ws.size_for(c, p.problem) == GDN_SUCCESS);
-            const gdn_status_t st = run(d, p.problem, c, ws);
-            INFO(gdn_last_error());
-            REQUIRE(st == GDN_SUCCESS);
-            GDN_CUDA_CHECK(cudaDeviceSynchronize());
-            d.download();
-            const Reference ref = reference(p);
-            const Comparison co = compare_out(p, ref.out, Bound{rel, half_ulp_of(s.output), 0.0});
-            const Comparison cs = compare_state(p, ref.state, Bound{rel, 0.0, 0.0});
+            const auto e = run_against_fp64(c, run_spec, rel,
+                                            "variant " + std::to_string(variant) + ", input dtype " +
+                                                std::to_string(int(run_spec.input)));
             if (variant >= 5)
-                std::printf("sanitize: T = %lld, BF16X3, input dtype %d: out %.3g state %.3g vs FP64\n",
-                            (long long)p.T, int(run_spec.input), co.rel(), cs.rel());
-            INFO("T = " << p.T << ", variant " << variant << ", input dtype " << int(run_spec.input));
-            INFO(describe(co, "out vs FP64"));
-            INFO(describe(cs, "state vs FP64"));
-            CHECK(co.ok());
-            CHECK(cs.ok());
+                std::printf("sanitize: spec %zu, BF16X3, input dtype %d: out %.3g state %.3g vs FP64\n",
+                            si, int(run_spec.input), e.first, e.second);
         }
     }
 }
@@ -206,22 +223,6 @@ TEST_CASE("the fused path's output norm at 6 value heads, 16-byte and 4-byte row
         s.algorithm = GDN_ALGO_CHUNKED;
         s.precision = GDN_PRECISION_BF16;
         s.seed = 31;
-        Problem p(s);
-        DeviceProblem d(p);
-        DeviceWorkspace ws;
-        REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
-        const gdn_status_t st = run(d, p.problem, caps, ws);
-        INFO(gdn_last_error());
-        REQUIRE(st == GDN_SUCCESS);
-        GDN_CUDA_CHECK(cudaDeviceSynchronize());
-        d.download();
-        const Reference ref = reference(p);
-        const Comparison co = compare_out(p, ref.out, Bound{8e-3, half_ulp_of(s.output), 0.0});
-        const Comparison cs = compare_state(p, ref.state, Bound{8e-3, 0.0, 0.0});
-        INFO((f32_out ? "f32 out" : "bf16 out"));
-        INFO(describe(co, "out vs FP64"));
-        INFO(describe(cs, "state vs FP64"));
-        CHECK(co.ok());
-        CHECK(cs.ok());
+        run_against_fp64(caps, s, 8e-3, f32_out ? "f32 out" : "bf16 out");
     }
 }
