@@ -53,6 +53,8 @@ struct Options {
     std::vector<gdn_algorithm_t> algos = {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED};
     int reps = 5, warmup = 1, check_heads = 2, threads = 0;
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
+    bool pdl = false;     // GDN_FLAG_PDL
+    int burst = 1;        // calls timed back to back between two events (CUDA)
     std::string json, csv;
 };
 
@@ -73,7 +75,10 @@ struct Options {
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n"
                  "                 [--workspace-x 1 (pass N times gdn_workspace_size(): CUDA takes\n"
-                 "                  longer windows on long prompts with it, the same bits)]\n",
+                 "                  longer windows on long prompts with it, the same bits)]\n"
+                 "                 [--pdl (GDN_FLAG_PDL: each call a programmatic dependent of the one\n"
+                 "                  before; CUDA sm_90)] [--burst 1 (CUDA: calls timed back to back\n"
+                 "                  between two events, the time per call reported)]\n",
                  why);
     std::exit(2);
 }
@@ -162,6 +167,11 @@ Options parse(int argc, char** argv) {
         else if (a == "--workspace-x") {
             o.workspace_x = std::stoi(next());
             if (o.workspace_x < 1 || o.workspace_x > 64) usage("--workspace-x takes 1..64");
+        }
+        else if (a == "--pdl") o.pdl = true;
+        else if (a == "--burst") {
+            o.burst = std::stoi(next());
+            if (o.burst < 1 || o.burst > 10000) usage("--burst takes 1..10000");
         }
         else if (a == "--json") o.json = next();
         else if (a == "--csv") o.csv = next();
@@ -364,7 +374,8 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
     p.precision = precision;
-    p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u);
+    p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u) |
+              (o.pdl ? GDN_FLAG_PDL : 0u);
     p.l2norm_eps = 1e-6f;
     p.norm_eps = 1e-6f;
     gdn_tensors_t t;
@@ -493,14 +504,14 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         if (caps.backend == GDN_BACKEND_CUDA) {
             cudaEventRecord(e0, nullptr);
             const auto c0 = std::chrono::steady_clock::now();
-            launch(r);
+            for (int b = 0; b < o.burst; ++b) launch(r * o.burst + b);
             const auto c1 = std::chrono::steady_clock::now();
             cudaEventRecord(e1, nullptr);
             cudaEventSynchronize(e1);
             float ms = 0;
             cudaEventElapsedTime(&ms, e0, e1);
-            dev_ms.push_back(ms);
-            host_us.push_back(std::chrono::duration<double, std::micro>(c1 - c0).count());
+            dev_ms.push_back(double(ms) / o.burst);
+            host_us.push_back(std::chrono::duration<double, std::micro>(c1 - c0).count() / o.burst);
             continue;
         }
 #endif
@@ -554,6 +565,9 @@ int main(int argc, char** argv) {
                 o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
     if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
+    if (o.pdl || o.burst > 1)
+        std::printf("timing: %d call(s) back to back per event pair%s\n", o.burst,
+                    o.pdl ? ", GDN_FLAG_PDL (programmatic dependent launch)" : "");
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
     if (o.l2norm || o.out_norm)

@@ -36,7 +36,7 @@ The FP64 reference is the exact chunked (WY) form of the recurrence in float64
 token-by-token FP64 loop (printed). Each error row names the T it was measured
 at (all shapes by default; --err-max-tokens lowers that).
 
-usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.2.0 [--quick | --shapes 48:32768,...]
+usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.3.0 [--quick | --shapes 48:32768,...]
        python3 scripts/bench_fla.py --abi        (the ctypes layouts, no GPU, no torch)
        python3 scripts/bench_fla.py --selftest   (the FP64 references on the CPU, no GPU)
 """
@@ -59,7 +59,7 @@ L2NORM = False  # --l2norm: q and k normalised inside the kernels (and by the re
 L2EPS = 1e-6    # gdn's default l2norm_eps, fla's l2norm eps
 
 # ---------------------------------------------------------------- the C ABI
-# Mirrors include/gdn/gdn.h (0.2.0); the sizes are asserted below. `--abi`
+# Mirrors include/gdn/gdn.h (0.2.0; 0.3.0 added a flag, not a field); the sizes are asserted below. `--abi`
 # prints every field's offset, to diff against the C compiler's offsetof
 # (x86-64: caps 184, problem 96, tensors 240, path_info 216 bytes).
 

@@ -138,6 +138,21 @@ TEST_CASE("the fixture itself runs (so every rejection below is caused by its on
     CHECK(Fixture::first_written(f.out.data(), f.out.size() * sizeof(float)) == 0);
 }
 
+// GDN_FLAG_PDL is a launch choice of the CUDA backend on sm_90: everywhere
+// else it is accepted and changes nothing (the CPU here; on the GPU,
+// tests/cuda/test_cuda_batch.cpp's "[pdl]" case checks the bits).
+TEST_CASE("GDN_FLAG_PDL is accepted and changes no bit on the CPU", "[validation]") {
+    Fixture f;
+    f.poison();
+    REQUIRE(f.run() == GDN_SUCCESS);
+    const std::vector<float> out = f.out, state = f.state;
+    f.poison();
+    f.problem.flags |= GDN_FLAG_PDL;
+    REQUIRE(f.run() == GDN_SUCCESS);
+    CHECK(std::memcmp(f.out.data(), out.data(), out.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(f.state.data(), state.data(), state.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("every precision gdn.h names is accepted", "[validation]") {
     // BF16X3 (4) is the newest; the value after it is not a precision (the
     // table below).
@@ -196,6 +211,7 @@ TEST_CASE("bad problem sizes and enums name the field and value", "[validation]"
         {"precision", [](gdn_problem_t& p) { p.precision = gdn_precision_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (9)"},
         {"precision after BF16X3", [](gdn_problem_t& p) { p.precision = gdn_precision_t(5); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (5)"},
         {"flags", [](gdn_problem_t& p) { p.flags = 1u << 20; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100000)"},
+        {"flags, the lowest unknown bit", [](gdn_problem_t& p) { p.flags = 1u << 6; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x40) has unknown bits 0x40"},
         {"scale NaN", [](gdn_problem_t& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.scale (nan)"},
         {"l2norm_eps < 0", [](gdn_problem_t& p) { p.l2norm_eps = -1.0f; }, GDN_ERROR_INVALID_ARGUMENT, "problem.l2norm_eps (-1)"},
         {"norm_eps inf", [](gdn_problem_t& p) { p.norm_eps = std::numeric_limits<float>::infinity(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.norm_eps (inf)"},

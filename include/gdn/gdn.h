@@ -54,7 +54,7 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 2
+#define GDN_VERSION_MINOR 3
 #define GDN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
@@ -165,7 +165,21 @@ typedef enum gdn_path_t {
 #define GDN_FLAG_VALIDATE          (1u << 4) /* GPU backends check device-side contents (cu_seqlens,
                                                 slot indices) before computing; slower. The CPU
                                                 backend always checks them. */
-#define GDN_FLAG_ALL_ ((1u << 5) - 1u)
+#define GDN_FLAG_PDL               (1u << 5) /* CUDA sm_90+: programmatic dependent launch. The call's
+                                                first kernel is launched as a programmatic dependent
+                                                of the work ahead of it in the stream, so that its
+                                                launch overlaps the end of the kernel before it; it
+                                                waits for that work to complete (griddepcontrol.wait)
+                                                before it reads or writes any argument, so the results
+                                                are an ordinary launch's, bit for bit. A kernel the
+                                                caller launches after the call as a programmatic
+                                                dependent may start before the call's last kernel
+                                                ends, and must wait in turn before it reads the
+                                                outputs or the state. Applies to the sequential and
+                                                decode kernels and the fused BF16 path; elsewhere
+                                                (C = 32 chunked paths, below sm_90, HIP, CPU) the
+                                                flag changes nothing. Since 0.3. */
+#define GDN_FLAG_ALL_ ((1u << 6) - 1u)
 
 /* Capability feature bits (gdn_caps_t.features). */
 #define GDN_FEATURE_ASYNC_COPY  (1ull << 0) /* cp.async (sm_80+) */

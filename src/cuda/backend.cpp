@@ -329,7 +329,13 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     if (shape.validate())
         if (gdn_status_t st = validate_sequence_arrays(shape, tensors, stream)) return st;
 
-    const Params p = make_params(shape, tensors);
+    Params p = make_params(shape, tensors);
+    // Programmatic dependent launch is sm_90's (the kernels' waits are no-ops
+    // below it). The C = 32 chunked path's first kernel (the prep of window
+    // 0) is an ordinary launch either way: the preps of the later windows
+    // start beside the scan before they wait (the window loop below), so a
+    // first prep that waits would be a form of its own.
+    if (caps.compute_major < 9) p.flags &= ~uint32_t(GDN_FLAG_PDL);
     if (path.path == GDN_PATH_SEQUENTIAL) {
         const int k_tile = shape.head_dim_k <= 64 ? 64 : 128;
         int block_cols = 32;

@@ -203,7 +203,7 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
     if (const cudaError_t e = fused64::make_args(raw, &a)) return e;
     const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0);
     if (!kern) return cudaErrorInvalidValue;
-    if (const cudaError_t e = fused64::launch_args(kern, a, stream)) return e;
+    if (const cudaError_t e = fused64::launch_args(kern, a, stream, (p.flags & GDN_FLAG_PDL) != 0)) return e;
     const int64_t rows = p.num_tokens * p.Hv;
     if (!onorm || rows == 0) return cudaSuccess;
     // 16-byte accesses where every row of out and z starts 16-byte aligned.

@@ -324,6 +324,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // The output norm's kernel (fused64.cu), launched as this grid's programmatic
     // dependent, may take the SMs this grid leaves free and wait there.
     allow_dependent_launch();
+    // GDN_FLAG_PDL: this grid is a programmatic dependent of the caller's
+    // work ahead; nothing is read or written before it is complete (a no-op
+    // in an ordinary launch).
+    grid_dependency_wait();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const sm =
         smem_raw + ((0u - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) & 1023u);
@@ -1388,16 +1392,20 @@ inline cudaError_t make_args(const Params& p, Args* a) {
 
 // A CTA pair (a cluster) per value head in x, a sequence per y; 512 threads, kRSmem bytes
 // of dynamic shared memory (the kernel's attribute raised first).
-inline cudaError_t launch_args(void (*kern)(Args), const Args& a, cudaStream_t stream) {
+// pdl (GDN_FLAG_PDL): a programmatic dependent of the caller's work ahead,
+// which the kernel waits for before its first access.
+inline cudaError_t launch_args(void (*kern)(Args), const Args& a, cudaStream_t stream, bool pdl = false) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(2 * unsigned(a.Hv), unsigned(a.N));
     cfg.blockDim = dim3(512);
     cfg.dynamicSmemBytes = kRSmem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1] = {};
+    cudaLaunchAttribute attr[2] = {};
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = pdl ? 2 : 1;
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, a);
     // Consumed, as launch_kernel (device_common.cuh) does: the failure is this call's.
     const cudaError_t last = cudaGetLastError();

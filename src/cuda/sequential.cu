@@ -64,6 +64,12 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
     __shared__ float o_s[TT][BV];
     __shared__ float decay_s[TT], beta_s[TT], kq_s[TT];
 
+    // GDN_FLAG_PDL: launched as a programmatic dependent of the caller's
+    // kernel ahead (sm_90): every argument is read after that work is
+    // complete. A no-op otherwise. The next kernel may launch once every
+    // block has started (it waits there in turn).
+    grid_dependency_wait();
+    allow_dependent_launch();
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int part = tid % kSplit;  // which rows of the state this lane holds
@@ -335,6 +341,7 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
     __shared__ float o_s[BC];               // the output row, for the output norm (BC >= V)
     __shared__ float decay_s, beta_s, kq_s;
 
+    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     const int tid = threadIdx.x, lane = tid & 31;
     const int part = tid / BC, cl = tid % BC;
     const int32_t col_blocks = VT > 0 ? (VT + BC - 1) / BC : (p.V + BC - 1) / BC;
@@ -365,6 +372,8 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
         const int r = 16 * (i / 4) + (i % 4);
         S[i] = load ? sc[uint32_t(r) * ldv] : 0.0f;
     }
+    // The state loads are out: the next kernel may launch (and wait).
+    allow_dependent_launch();
 
     for (int32_t t = 0; t < len32; ++t) {
         const int64_t tok = bos + t;
@@ -444,6 +453,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     __shared__ float red_s[2][kSplit][BC];
     __shared__ float decay_s, beta_s, kq_s;
 
+    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     const int tid = threadIdx.x, lane = tid & 31;
     // [K][V] (VK = false): a warp is 32 adjacent columns of one part, each
     // state access one 128-byte row piece. [V][K] (VK): a warp is 8 columns
@@ -523,6 +533,9 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     auto step = [&](int32_t i, const DecodeMeta& mc, float (&Sc)[R], const uint32_t (&xc)[NX],
                     DecodeMeta& mn, float (&Sn)[R], uint32_t (&xn)[NX]) {
         const int32_t inext = i + G;
+        // This block's last item (its loads are out): the next kernel may
+        // launch once every block is here, and wait.
+        if (inext >= items) allow_dependent_launch();
         mn = meta(inext);  // in flight while this item stages and normalises
         int32_t n, h, c;
         where(i, n, h, c);
@@ -612,12 +625,16 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     }
 }
 
+// GDN_FLAG_PDL: each of these kernels is a call's only one, launched as a
+// programmatic dependent of the caller's work ahead (backend.cpp clears the
+// flag below sm_90).
+bool pdl(const Params& p) { return (p.flags & GDN_FLAG_PDL) != 0; }
+
 template <int KT, int BV, int TT>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
     const int64_t col_blocks = (p.V + BV - 1) / BV;
     const dim3 grid(unsigned(col_blocks * p.num_seqs), unsigned(p.Hv));
-    recurrent_kernel<KT, BV, TT><<<grid, BV * kSplit, 0, stream>>>(p);
-    return cudaGetLastError();
+    return launch_kernel(recurrent_kernel<KT, BV, TT>, grid, dim3(BV * kSplit), 0, stream, pdl(p), p);
 }
 
 template <int KT, int BV>
@@ -639,11 +656,8 @@ template <int KT, int BC>
 cudaError_t launch_decode_tile(const Params& p, cudaStream_t stream) {
     const int64_t col_blocks = (p.V + BC - 1) / BC;
     const dim3 grid(unsigned(col_blocks * p.num_seqs), unsigned(p.Hv));
-    if (p.V == 128)
-        decode_kernel<KT, BC, 128><<<grid, BC * kSplit, 0, stream>>>(p);
-    else
-        decode_kernel<KT, BC, 0><<<grid, BC * kSplit, 0, stream>>>(p);
-    return cudaGetLastError();
+    return launch_kernel(p.V == 128 ? decode_kernel<KT, BC, 128> : decode_kernel<KT, BC, 0>, grid,
+                         dim3(BC * kSplit), 0, stream, pdl(p), p);
 }
 
 template <int KT>
@@ -692,8 +706,8 @@ cudaError_t launch_decode_stream(const Params& p, int64_t items, cudaStream_t st
     // them: every block walks the same number of items (± 1).
     const int64_t rounds = (items + slots - 1) / slots;
     const int64_t grid = (items + rounds - 1) / rounds;
-    decode_stream_kernel<KT, BC, VT, VK><<<unsigned(grid), BC * kSplit, 0, stream>>>(p, int32_t(items));
-    return cudaGetLastError();
+    return launch_kernel(decode_stream_kernel<KT, BC, VT, VK>, dim3(unsigned(grid)), dim3(BC * kSplit), 0,
+                         stream, pdl(p), p, int32_t(items));
 }
 
 template <int KT>

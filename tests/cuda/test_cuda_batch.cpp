@@ -609,3 +609,118 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
     }
     GDN_CUDA_CHECK(cudaStreamDestroy(stream));
 }
+
+// GDN_FLAG_PDL: each call's first kernel is a programmatic dependent of the
+// work ahead in the stream and waits for it before its first access. A chain
+// of calls on one pool (each call continues the states the call before it
+// wrote, without a synchronisation between them) must give the bits of the
+// same calls run one at a time, directly and captured in a graph. Our
+// kernels let their dependents launch early (the sequential kernel and the
+// fused one as their blocks start, the decode kernel once its last item's
+// loads are out), so a kernel that read its state before the wait would read
+// the state of the call before the last one. Below sm_90 the flag changes
+// nothing (and this checks that too).
+TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time, direct and in a graph",
+          "[cuda][graph][pdl]") {
+    const gdn_caps_t caps = cuda_caps();
+    cudaStream_t stream;
+    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    struct Case {
+        Spec spec;
+        const char* what;
+    };
+    std::vector<Case> cases;
+    {
+        Spec s;  // the streaming decode kernel, N = 1 at the engine shape (one item a block)
+        s.seq_lens = {1};
+        s.hk = 16, s.hv = 48, s.k = s.v = 128;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        cases.push_back({s, "decode N = 1, Hv 48"});
+        // N = 300 in a pool of 320 with padding and zero starts: blocks walk several items
+        cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 51), "decode N = 300, pool"});
+        cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 52), "decode N = 300, [V][K] pool"});
+    }
+    {
+        Spec s;  // the decode kernel with the output norm (one block a row)
+        s.seq_lens = std::vector<int32_t>(40, 1);
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        cases.push_back({s, "decode N = 40, output norm"});
+    }
+    {
+        Spec s;  // the sequential kernel: a varlen prompt batch
+        s.seq_lens = {300, 0, 77, 129};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.algorithm = GDN_ALGO_SEQUENTIAL;
+        s.state_indices = {2, 1, -1, 0};
+        cases.push_back({s, "sequential, varlen"});
+    }
+    {
+        Spec s;  // the fused BF16 path on sm_90 (its output norm kernel after it), else the TC scan
+        s.seq_lens = {1000, 130};
+        s.hk = 2, s.hv = 6, s.k = s.v = 128;
+        s.input = s.output = GDN_DTYPE_BF16;
+        s.algorithm = GDN_ALGO_CHUNKED;
+        s.precision = GDN_PRECISION_BF16;
+        cases.push_back({s, "chunked BF16"});
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        cases.push_back({s, "chunked BF16, output norm"});
+        s.precision = GDN_PRECISION_FP32;  // the C = 32 path: the flag changes nothing there
+        cases.push_back({s, "chunked FP32, output norm"});
+    }
+    constexpr int kCalls = 4;
+    for (const Case& c : cases) {
+        INFO(c.what);
+        Problem p(c.spec);
+        DeviceProblem d(p);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+        gdn_problem_t chained = p.problem;
+        chained.flags |= GDN_FLAG_PDL;
+
+        // One at a time, without the flag.
+        d.reset_state(stream);
+        for (int i = 0; i < kCalls; ++i) {
+            d.fill_out_nan(stream);
+            REQUIRE(run(d, p.problem, caps, ws, stream) == GDN_SUCCESS);
+            GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        }
+        const auto out_ref = d.out.bytes();
+        const auto state_ref = d.state.bytes();
+
+        // Chained, with the flag.
+        d.reset_state(stream);
+        d.fill_out_nan(stream);
+        for (int i = 0; i < kCalls; ++i) {
+            const gdn_status_t st = run(d, chained, caps, ws, stream);
+            INFO(gdn_last_error());
+            REQUIRE(st == GDN_SUCCESS);
+        }
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        CHECK(same_bits(d.out.bytes(), out_ref, "out, chained with GDN_FLAG_PDL") == "");
+        CHECK(same_bits(d.state.bytes(), state_ref, "state, chained with GDN_FLAG_PDL") == "");
+
+        // The same chain in a graph (programmatic edges between its kernels).
+        cudaGraph_t graph;
+        GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        gdn_status_t st = GDN_SUCCESS;
+        for (int i = 0; i < kCalls && st == GDN_SUCCESS; ++i) st = run(d, chained, caps, ws, stream);
+        GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        cudaGraphExec_t exec;
+        GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 3; ++replay) {
+            d.reset_state(stream);
+            d.fill_out_nan(stream);
+            GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+            INFO("replay " << replay);
+            CHECK(same_bits(d.out.bytes(), out_ref, "out, graph of chained calls") == "");
+            CHECK(same_bits(d.state.bytes(), state_ref, "state, graph of chained calls") == "");
+        }
+        GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
