@@ -175,10 +175,9 @@ typedef enum gdn_path_t {
                                                 caller launches after the call as a programmatic
                                                 dependent may start before the call's last kernel
                                                 ends, and must wait in turn before it reads the
-                                                outputs or the state. Applies to the sequential and
-                                                decode kernels and the fused BF16 path; elsewhere
-                                                (C = 32 chunked paths, below sm_90, HIP, CPU) the
-                                                flag changes nothing. Since 0.3. */
+                                                outputs or the state. Every CUDA path takes it on
+                                                sm_90+; below sm_90, on HIP and on the CPU it
+                                                changes nothing. Since 0.3. */
 #define GDN_FLAG_ALL_ ((1u << 6) - 1u)
 
 /* Capability feature bits (gdn_caps_t.features). */

@@ -330,11 +330,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         if (gdn_status_t st = validate_sequence_arrays(shape, tensors, stream)) return st;
 
     Params p = make_params(shape, tensors);
-    // Programmatic dependent launch is sm_90's (the kernels' waits are no-ops
-    // below it). The C = 32 chunked path's first kernel (the prep of window
-    // 0) is an ordinary launch either way: the preps of the later windows
-    // start beside the scan before they wait (the window loop below), so a
-    // first prep that waits would be a form of its own.
+    // GDN_FLAG_PDL: the call's first kernel a programmatic dependent of the
+    // caller's work ahead, which it waits for first. Programmatic dependent
+    // launch is sm_90's (the kernels' waits are no-ops below it).
     if (caps.compute_major < 9) p.flags &= ~uint32_t(GDN_FLAG_PDL);
     if (path.path == GDN_PATH_SEQUENTIAL) {
         const int k_tile = shape.head_dim_k <= 64 ? 64 : 128;
@@ -421,15 +419,20 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     //   scan's (the next scan reads the state; the output norm the raw
     //   outputs);
     // - the output norm waits for that prep, the next scan for the norm.
-    // The first kernel is an ordinary launch: it starts after all earlier
-    // work in the caller's stream.
+    // The first kernel is an ordinary launch (it starts after all earlier
+    // work in the caller's stream) or, with GDN_FLAG_PDL, a programmatic
+    // dependent of that work which waits for it at its start (chunk_prep.cu);
+    // the later preps, which must start beside the scan, get the flag cleared.
+    const bool pdl = (p.flags & GDN_FLAG_PDL) != 0;
+    Params p_later = p;
+    p_later.flags &= ~uint32_t(GDN_FLAG_PDL);
     const auto prep = [&](int64_t a, bool dependent) {
         const ChunkScratch& w = l.scratch[(a / step) % 2];
-        if (cudaError_t e = launch_chunk_prep(p, w, window_at(a), stream, dependent))
+        if (cudaError_t e = launch_chunk_prep(a == 0 ? p : p_later, w, window_at(a), stream, dependent))
             return device_error("launching the CUDA chunk prep kernel", e);
         return GDN_SUCCESS;
     };
-    if (gdn_status_t st = prep(0, false)) return st;
+    if (gdn_status_t st = prep(0, pdl)) return st;
     for (int64_t a = 0; a < span; a += step) {
         const ChunkScratch& w = l.scratch[(a / step) % 2];
         const Window win = window_at(a);

@@ -712,6 +712,11 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_kernel(const Params p,
     // grid_dependency_wait) for this grid to complete, instead of being
     // launched only then. No block of this grid is left waiting for an SM.
     allow_dependent_launch();
+    // GDN_FLAG_PDL reaches only the first window's prep (backend.cpp clears
+    // it for the others, which start beside the scan before they wait): that
+    // prep is a programmatic dependent of the caller's work ahead and waits
+    // for it before its first access.
+    if (p.flags & GDN_FLAG_PDL) grid_dependency_wait();
     extern __shared__ __align__(16) float smem[];
     const int32_t kh = blockIdx.y;
     if constexpr (SLICED) {

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "common/dispatch.hpp"
 #include "cuda_support.hpp"
@@ -528,6 +531,44 @@ TEST_CASE("chunked batch of long sequences at few heads: time-sliced windows giv
     batch_equals_separate(s, "BF16, time-sliced windows, max_seqlen 2900");
 }
 
+namespace {
+
+// A non-blocking stream for one test case.
+struct TestStream {
+    cudaStream_t s = nullptr;
+    TestStream() { GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+    ~TestStream() { cudaStreamDestroy(s); }
+    TestStream(const TestStream&) = delete;
+    TestStream& operator=(const TestStream&) = delete;
+};
+
+struct NamedSpec {
+    Spec spec;
+    const char* what;
+};
+
+// Instantiates graph and replays it three times, each after reset() (on
+// stream), checking d's output and state against out_ref and state_ref;
+// then destroys both.
+void replays_give(cudaGraph_t graph, cudaStream_t stream, const std::function<void()>& reset,
+                  const DeviceProblem& d, const std::vector<unsigned char>& out_ref,
+                  const std::vector<unsigned char>& state_ref, const std::string& what) {
+    cudaGraphExec_t exec;
+    GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 3; ++replay) {
+        reset();
+        GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        INFO(what << ", replay " << replay);
+        CHECK(same_bits(d.out.bytes(), out_ref, "out") == "");
+        CHECK(same_bits(d.state.bytes(), state_ref, "state") == "");
+    }
+    GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+}  // namespace
+
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
           "[cuda][graph]") {
     const gdn_caps_t caps = cuda_caps();
@@ -593,19 +634,8 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         const gdn_status_t st = capture(d, p.problem, caps, ws, stream, &graph);
         INFO(gdn_last_error());
         REQUIRE(st == GDN_SUCCESS);
-        cudaGraphExec_t exec;
-        GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 3; ++replay) {
-            d.reset_state(stream);
-            d.fill_out_nan(stream);
-            GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-            GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-            INFO("replay " << replay << ", T = " << p.T);
-            CHECK(same_bits(d.out.bytes(), out_direct, "out") == "");
-            CHECK(same_bits(d.state.bytes(), state_direct, "state") == "");
-        }
-        GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+        replays_give(graph, stream, [&] { d.reset_state(stream); d.fill_out_nan(stream); }, d, out_direct,
+                     state_direct, "T = " + std::to_string(p.T));
     }
     GDN_CUDA_CHECK(cudaStreamDestroy(stream));
 }
@@ -623,13 +653,9 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
 TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time, direct and in a graph",
           "[cuda][graph][pdl]") {
     const gdn_caps_t caps = cuda_caps();
-    cudaStream_t stream;
-    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    struct Case {
-        Spec spec;
-        const char* what;
-    };
-    std::vector<Case> cases;
+    const TestStream ts;
+    const cudaStream_t stream = ts.s;
+    std::vector<NamedSpec> cases;
     {
         Spec s;  // the streaming decode kernel, N = 1 at the engine shape (one item a block)
         s.seq_lens = {1};
@@ -669,7 +695,7 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         cases.push_back({s, "chunked FP32, output norm"});
     }
     constexpr int kCalls = 4;
-    for (const Case& c : cases) {
+    for (const NamedSpec& c : cases) {
         INFO(c.what);
         Problem p(c.spec);
         DeviceProblem d(p);
@@ -708,19 +734,112 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
         INFO(gdn_last_error());
         REQUIRE(st == GDN_SUCCESS);
-        cudaGraphExec_t exec;
-        GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 3; ++replay) {
-            d.reset_state(stream);
-            d.fill_out_nan(stream);
-            GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-            GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-            INFO("replay " << replay);
-            CHECK(same_bits(d.out.bytes(), out_ref, "out, graph of chained calls") == "");
-            CHECK(same_bits(d.state.bytes(), state_ref, "state, graph of chained calls") == "");
-        }
-        GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+        replays_give(graph, stream, [&] { d.reset_state(stream); d.fill_out_nan(stream); }, d, out_ref,
+                     state_ref, "a graph of chained calls");
     }
-    GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// GDN_FLAG_PDL when the kernel ahead writes the call's inputs: call B's q is
+// call A's output (bf16 [T][Hv][V], packed; H_k = H_v and K = V, so that it
+// has q's shape), with A's output filled with NaN before A. Both calls carry
+// the flag and run back to back (and as a graph); B's first kernel may launch
+// while A's last one runs, so a first kernel that read q before its wait
+// would read NaN. B must give the bits of the two calls run one at a time.
+// Every first kernel reads q: the decode kernels, the sequential kernel, the
+// fused BF16 kernel, and the first prep of the C = 32 paths (FP32 and the
+// tensor-core scan).
+TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it after that call",
+          "[cuda][graph][pdl]") {
+    const gdn_caps_t caps = cuda_caps();
+    const TestStream ts;
+    const cudaStream_t stream = ts.s;
+    std::vector<NamedSpec> cases;
+    Spec base;
+    base.input = base.output = GDN_DTYPE_BF16;
+    {
+        Spec s = base;  // the streaming decode kernel at the engine's H_v
+        s.seq_lens = {1};
+        s.hk = s.hv = 48, s.k = s.v = 128;
+        cases.push_back({s, "decode N = 1, Hv 48"});
+        s.seq_lens = std::vector<int32_t>(8, 1);  // the decode kernel with the output norm
+        s.hk = s.hv = 6;
+        s.flags = GDN_FLAG_OUTPUT_NORM;
+        cases.push_back({s, "decode N = 8, output norm"});
+    }
+    {
+        Spec s = base;
+        s.seq_lens = {300, 77};
+        s.hk = s.hv = 4, s.k = s.v = 128;
+        s.algorithm = GDN_ALGO_SEQUENTIAL;
+        cases.push_back({s, "sequential"});
+        s.seq_lens = {1000, 130};
+        s.algorithm = GDN_ALGO_CHUNKED;
+        s.precision = GDN_PRECISION_BF16;  // sm_90: the fused kernel
+        cases.push_back({s, "chunked BF16"});
+        s.precision = GDN_PRECISION_FP32;  // the C = 32 prep and FP32 scan
+        cases.push_back({s, "chunked FP32"});
+        s.precision = GDN_PRECISION_BF16X3;  // the C = 32 prep and the tensor-core scan
+        cases.push_back({s, "chunked BF16X3"});
+    }
+    for (const NamedSpec& c : cases) {
+        INFO(c.what);
+        Problem pa(c.spec);
+        Spec sb = c.spec;
+        sb.seed = c.spec.seed + 100;  // B: its own k, v, g, β, z and state
+        Problem pb(sb);
+        DeviceProblem da(pa), db(pb);
+        DeviceWorkspace wa, wb;
+        REQUIRE(wa.size_for(caps, pa.problem) == GDN_SUCCESS);
+        REQUIRE(wb.size_for(caps, pb.problem) == GDN_SUCCESS);
+        gdn_tensors_t tb = db.tensors();
+        tb.q = da.out.data();
+        gdn_problem_t a_pdl = pa.problem, b_pdl = pb.problem;
+        a_pdl.flags |= GDN_FLAG_PDL;
+        b_pdl.flags |= GDN_FLAG_PDL;
+        const auto run_b = [&](const gdn_problem_t& problem) {
+            return gdn_chunked_recurrence(&caps, &problem, &tb, wb.data(), wb.size(), stream);
+        };
+        const auto reset = [&] {
+            da.reset_state(stream);
+            db.reset_state(stream);
+            da.fill_out_nan(stream);
+            db.fill_out_nan(stream);
+        };
+
+        // One at a time, without the flag.
+        reset();
+        REQUIRE(run(da, pa.problem, caps, wa, stream) == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        REQUIRE(run_b(pb.problem) == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const auto out_ref = db.out.bytes();
+        const auto state_ref = db.state.bytes();
+        {
+            // A wrote every row of B's q (no bf16 element left as the fill's 0xFFFF).
+            const auto v = da.out.bytes();
+            size_t fill = 0;
+            for (size_t i = 0; i + 1 < v.size(); i += 2) fill += v[i] == 0xFF && v[i + 1] == 0xFF;
+            REQUIRE(fill == 0);
+        }
+
+        // Back to back, with the flag.
+        reset();
+        REQUIRE(run(da, a_pdl, caps, wa, stream) == GDN_SUCCESS);
+        const gdn_status_t st = run_b(b_pdl);
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        CHECK(same_bits(db.out.bytes(), out_ref, "B's out, back to back with GDN_FLAG_PDL") == "");
+        CHECK(same_bits(db.state.bytes(), state_ref, "B's state, back to back with GDN_FLAG_PDL") == "");
+
+        // The pair as a graph, replayed after the resets.
+        cudaGraph_t graph;
+        GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        gdn_status_t sa = run(da, a_pdl, caps, wa, stream);
+        gdn_status_t sb2 = sa == GDN_SUCCESS ? run_b(b_pdl) : sa;
+        GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        REQUIRE(sa == GDN_SUCCESS);
+        REQUIRE(sb2 == GDN_SUCCESS);
+        replays_give(graph, stream, reset, db, out_ref, state_ref, "B in a graph of the pair");
+    }
 }

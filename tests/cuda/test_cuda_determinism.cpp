@@ -272,7 +272,9 @@ TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows o
 // count gives the windows (prep + scan, + the output norm's pass, per
 // window), and replayed over NaN-filled outputs and workspace; every window
 // length must give the bits of the 2048-token one, and leave the guard bands
-// of the workspace, outputs and state intact.
+// of the workspace, outputs and state intact. (Where BF16 takes the fused
+// C = 64 path, which has no windows, only the launches and the bits are
+// checked.)
 TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][determinism][window]") {
     const gdn_caps_t caps = cuda_caps();
     cudaStream_t stream;
@@ -333,6 +335,10 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
             REQUIRE(gdn_workspace_size(&caps, &p.problem, &need) == GDN_SUCCESS);
             REQUIRE(need > 0);
             const bool norm = (s.flags & GDN_FLAG_OUTPUT_NORM) != 0;
+            // The fused C = 64 path (BF16 on sm_90 with bf16 q/k/v, K = V = 128)
+            // takes no windows: its kernel, and the output norm's after it,
+            // whatever the workspace; the bits must still not change.
+            const bool fused = info.chunk_size == pol::kCudaFusedChunk;
             std::vector<unsigned char> out0, state0;
             std::vector<int64_t> seen;
             int sliced = 0;
@@ -374,7 +380,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 REQUIRE(st == GDN_SUCCESS);
                 size_t nodes = 0;
                 GDN_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-                CHECK(int64_t(nodes) == windows * (norm ? 3 : 2));
+                CHECK(int64_t(nodes) == (fused ? (norm ? 2 : 1) : windows * (norm ? 3 : 2)));
                 cudaGraphExec_t exec;
                 GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
                 GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -391,6 +397,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 CHECK(same_bits(d.state.bytes(), state0, "state") == "");
             }
             CHECK(d.guard_damage() == "");
+            if (fused) continue;
             // The specs reach what they are for: the short one keeps 2048, the
             // long ones reach 4096 and 8192.
             if (p.T < pol::kCudaMinWindows * 2 * pol::kCudaWindowTokens)
