@@ -157,7 +157,11 @@ TEST_CASE("tensor-core chunked path: reruns give identical bits (TF32X3 FP16 BF1
 // the same bits.
 TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows or not, the same bits",
           "[cuda][determinism][tc]") {
-    const gdn_caps_t caps = cuda_caps();
+    // Caps without GDN_FEATURE_WGMMA: BF16 takes the register-state scan here
+    // too, not the fused C = 64 path (which the device's own caps would give
+    // the first spec on sm_90, and the reduced and serial ones would not).
+    gdn_caps_t caps = cuda_caps();
+    caps.features &= ~uint64_t(GDN_FEATURE_WGMMA);
     // The register-state scan's one width (dispatch gives it no other).
     constexpr int32_t ncol = gdn::policy::kCudaScanMmaColumns;
     gdn_caps_t serial = caps;  // no programmatic dependent launch: windows in turn
@@ -272,11 +276,12 @@ TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows o
 // count gives the windows (prep + scan, + the output norm's pass, per
 // window), and replayed over NaN-filled outputs and workspace; every window
 // length must give the bits of the 2048-token one, and leave the guard bands
-// of the workspace, outputs and state intact. (Where BF16 takes the fused
-// C = 64 path, which has no windows, only the launches and the bits are
-// checked.)
+// of the workspace, outputs and state intact. The caps leave out
+// GDN_FEATURE_WGMMA, so that BF16 takes the C = 32 path's windows on sm_90
+// too (the fused C = 64 path has none).
 TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][determinism][window]") {
-    const gdn_caps_t caps = cuda_caps();
+    gdn_caps_t caps = cuda_caps();
+    caps.features &= ~uint64_t(GDN_FEATURE_WGMMA);
     cudaStream_t stream;
     GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     std::vector<Spec> specs;
@@ -335,10 +340,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
             REQUIRE(gdn_workspace_size(&caps, &p.problem, &need) == GDN_SUCCESS);
             REQUIRE(need > 0);
             const bool norm = (s.flags & GDN_FLAG_OUTPUT_NORM) != 0;
-            // The fused C = 64 path (BF16 on sm_90 with bf16 q/k/v, K = V = 128)
-            // takes no windows: its kernel, and the output norm's after it,
-            // whatever the workspace; the bits must still not change.
-            const bool fused = info.chunk_size == pol::kCudaFusedChunk;
+            REQUIRE(info.chunk_size == pol::kCudaChunk);
             std::vector<unsigned char> out0, state0;
             std::vector<int64_t> seen;
             int sliced = 0;
@@ -380,7 +382,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 REQUIRE(st == GDN_SUCCESS);
                 size_t nodes = 0;
                 GDN_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-                CHECK(int64_t(nodes) == (fused ? (norm ? 2 : 1) : windows * (norm ? 3 : 2)));
+                CHECK(int64_t(nodes) == windows * (norm ? 3 : 2));
                 cudaGraphExec_t exec;
                 GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
                 GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -397,7 +399,6 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 CHECK(same_bits(d.state.bytes(), state0, "state") == "");
             }
             CHECK(d.guard_damage() == "");
-            if (fused) continue;
             // The specs reach what they are for: the short one keeps 2048, the
             // long ones reach 4096 and 8192.
             if (p.T < pol::kCudaMinWindows * 2 * pol::kCudaWindowTokens)
