@@ -140,7 +140,7 @@ TEST_CASE("the fixture itself runs (so every rejection below is caused by its on
 
 // GDN_FLAG_PDL is a launch choice of the CUDA backend on sm_90: everywhere
 // else it is accepted and changes nothing (the CPU here; on the GPU,
-// tests/cuda/test_cuda_batch.cpp's "[pdl]" case checks the bits).
+// tests/cuda/test_cuda_batch.cpp's "[pdl]" cases check the bits).
 TEST_CASE("GDN_FLAG_PDL is accepted and changes no bit on the CPU", "[validation]") {
     Fixture f;
     f.poison();
