@@ -55,6 +55,7 @@ struct Options {
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
     bool pdl = false;     // GDN_FLAG_PDL
     int burst = 1;        // calls timed back to back between two events (CUDA)
+    int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
 };
 
@@ -78,7 +79,10 @@ struct Options {
                  "                  longer windows on long prompts with it, the same bits)]\n"
                  "                 [--pdl (GDN_FLAG_PDL: each call a programmatic dependent of the one\n"
                  "                  before; CUDA sm_90)] [--burst 1 (CUDA: calls timed back to back\n"
-                 "                  between two events, the time per call reported)]\n",
+                 "                  between two events, the time per call reported)]\n"
+                 "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
+                 "                  state pool, about MB megabytes in all, so that a call reads its\n"
+                 "                  state from DRAM as in an engine of many layers; 0: one pool)]\n",
                  why);
     std::exit(2);
 }
@@ -172,6 +176,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--burst") {
             o.burst = std::stoi(next());
             if (o.burst < 1 || o.burst > 10000) usage("--burst takes 1..10000");
+        }
+        else if (a == "--cold-state") {
+            o.cold_mb = std::stoi(next());
+            if (o.cold_mb < 0 || o.cold_mb > 65536) usage("--cold-state takes 0..65536 (MB)");
         }
         else if (a == "--json") o.json = next();
         else if (a == "--csv") o.csv = next();
@@ -342,6 +350,15 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         mem.upload(d_nw, nw.data(), nw.size() * 4);
     }
     void* d_state = mem.alloc(nstate * 4);
+    // --cold-state: more pools for the timed calls, each starting from state0.
+    std::vector<void*> cold;
+    if (o.cold_mb > 0 && caps.backend != GDN_BACKEND_CPU) {
+        const size_t pools = std::min<size_t>(4096, ((size_t(o.cold_mb) << 20) + nstate * 4 - 1) / (nstate * 4));
+        for (size_t i = 1; i < pools; ++i) {
+            cold.push_back(mem.alloc(nstate * 4));
+            mem.upload(cold.back(), state0.data(), nstate * 4);
+        }
+    }
     // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU).
     void* d_cu = nullptr;
     if (o.varlen) {
@@ -357,6 +374,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         }
         if (d_nw) mem.free(d_nw);
         mem.free(d_state);
+        for (void* c : cold) mem.free(c);
         if (d_cu) mem.free(d_cu);
     };
 
@@ -487,8 +505,13 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     }
 
     // Timing: warm-up, then --reps launches; median.
+    size_t calls = 0;  // --cold-state: pool 0, then the copies, in turn, warm-up included
     auto launch = [&](int i) {
         bind(S[size_t(i) % S.size()]);
+        if (!cold.empty()) {
+            const size_t c = calls++ % (cold.size() + 1);
+            t.state = static_cast<float*>(c == 0 ? d_state : cold[c - 1]);
+        }
         check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
     };
     for (int i = 0; i < o.warmup; ++i) launch(i);
@@ -568,6 +591,9 @@ int main(int argc, char** argv) {
     if (o.pdl || o.burst > 1)
         std::printf("timing: %d call(s) back to back per event pair%s\n", o.burst,
                     o.pdl ? ", GDN_FLAG_PDL (programmatic dependent launch)" : "");
+    if (o.cold_mb > 0 && caps.backend != GDN_BACKEND_CPU)
+        std::printf("state: the timed calls rotate over copies of the pool, ~%d MB in all (--cold-state)\n",
+                    o.cold_mb);
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
     if (o.l2norm || o.out_norm)
