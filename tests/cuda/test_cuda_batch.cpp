@@ -14,6 +14,7 @@
 
 #include "common/dispatch.hpp"
 #include "cuda_support.hpp"
+#include "test_kernels.hpp"
 
 using namespace gdn_cuda_test;
 
@@ -567,6 +568,32 @@ void replays_give(cudaGraph_t graph, cudaStream_t stream, const std::function<vo
     GDN_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
+// The [pdl] cases' check: after reset(), enqueue() puts the work under test
+// on stream (gdn calls with GDN_FLAG_PDL, and what runs ahead of them) without
+// a synchronisation; d's output and state must equal out_ref and state_ref.
+// Then the same work, captured as a graph (programmatic edges between its
+// kernels), replayed by replays_give.
+void direct_and_graph_give(cudaStream_t stream, const std::function<void()>& reset,
+                           const std::function<gdn_status_t()>& enqueue, const DeviceProblem& d,
+                           const std::vector<unsigned char>& out_ref, const std::vector<unsigned char>& state_ref,
+                           const std::string& what) {
+    reset();
+    const gdn_status_t st = enqueue();
+    INFO(what << ": " << gdn_last_error());
+    REQUIRE(st == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CHECK(same_bits(d.out.bytes(), out_ref, (what + ", out").c_str()) == "");
+    CHECK(same_bits(d.state.bytes(), state_ref, (what + ", state").c_str()) == "");
+
+    cudaGraph_t graph;
+    GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const gdn_status_t sg = enqueue();
+    GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    INFO(gdn_last_error());
+    REQUIRE(sg == GDN_SUCCESS);
+    replays_give(graph, stream, reset, d, out_ref, state_ref, what + ", in a graph");
+}
+
 }  // namespace
 
 TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a direct call",
@@ -714,28 +741,15 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         const auto out_ref = d.out.bytes();
         const auto state_ref = d.state.bytes();
 
-        // Chained, with the flag.
-        d.reset_state(stream);
-        d.fill_out_nan(stream);
-        for (int i = 0; i < kCalls; ++i) {
-            const gdn_status_t st = run(d, chained, caps, ws, stream);
-            INFO(gdn_last_error());
-            REQUIRE(st == GDN_SUCCESS);
-        }
-        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-        CHECK(same_bits(d.out.bytes(), out_ref, "out, chained with GDN_FLAG_PDL") == "");
-        CHECK(same_bits(d.state.bytes(), state_ref, "state, chained with GDN_FLAG_PDL") == "");
-
-        // The same chain in a graph (programmatic edges between its kernels).
-        cudaGraph_t graph;
-        GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        gdn_status_t st = GDN_SUCCESS;
-        for (int i = 0; i < kCalls && st == GDN_SUCCESS; ++i) st = run(d, chained, caps, ws, stream);
-        GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        INFO(gdn_last_error());
-        REQUIRE(st == GDN_SUCCESS);
-        replays_give(graph, stream, [&] { d.reset_state(stream); d.fill_out_nan(stream); }, d, out_ref,
-                     state_ref, "a graph of chained calls");
+        // Chained, with the flag, directly and as a graph.
+        direct_and_graph_give(
+            stream, [&] { d.reset_state(stream); d.fill_out_nan(stream); },
+            [&] {
+                gdn_status_t st = GDN_SUCCESS;
+                for (int i = 0; i < kCalls && st == GDN_SUCCESS; ++i) st = run(d, chained, caps, ws, stream);
+                return st;
+            },
+            d, out_ref, state_ref, "chained with GDN_FLAG_PDL");
     }
 }
 
@@ -822,24 +836,97 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
             REQUIRE(fill == 0);
         }
 
-        // Back to back, with the flag.
-        reset();
-        REQUIRE(run(da, a_pdl, caps, wa, stream) == GDN_SUCCESS);
-        const gdn_status_t st = run_b(b_pdl);
-        INFO(gdn_last_error());
-        REQUIRE(st == GDN_SUCCESS);
-        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-        CHECK(same_bits(db.out.bytes(), out_ref, "B's out, back to back with GDN_FLAG_PDL") == "");
-        CHECK(same_bits(db.state.bytes(), state_ref, "B's state, back to back with GDN_FLAG_PDL") == "");
-
-        // The pair as a graph, replayed after the resets.
-        cudaGraph_t graph;
-        GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        gdn_status_t sa = run(da, a_pdl, caps, wa, stream);
-        gdn_status_t sb2 = sa == GDN_SUCCESS ? run_b(b_pdl) : sa;
-        GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        REQUIRE(sa == GDN_SUCCESS);
-        REQUIRE(sb2 == GDN_SUCCESS);
-        replays_give(graph, stream, reset, db, out_ref, state_ref, "B in a graph of the pair");
+        // Back to back, with the flag, directly and as a graph.
+        direct_and_graph_give(
+            stream, reset,
+            [&] {
+                const gdn_status_t sa = run(da, a_pdl, caps, wa, stream);
+                return sa == GDN_SUCCESS ? run_b(b_pdl) : sa;
+            },
+            db, out_ref, state_ref, "B, back to back with A and GDN_FLAG_PDL");
     }
 }
+
+#if defined(GDN_TESTS_CUDA_KERNELS)
+// GDN_FLAG_PDL when the kernel ahead writes the slot indices (an engine that
+// builds them on the device): a kernel of the test lets its dependents launch
+// at once, spins for ~20 µs, then writes the call's indices over stale ones
+// (other slots of the pool, padding, slots past the pool, INT32_MAX). Under
+// the flag the decode kernel reads its first item's slot before its wait,
+// only as a hint that asks L2 for that slot's state (perf-notes v68); the
+// state it uses must be that of the written slot. The call must give the
+// bits of the same call made after the indices were written, directly and in
+// a graph, and leave the other slots as they were.
+TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes uses the written ones",
+          "[cuda][graph][pdl]") {
+    const gdn_caps_t caps = cuda_caps();
+    const TestStream ts;
+    const cudaStream_t stream = ts.s;
+    std::vector<NamedSpec> cases;
+    {
+        Spec s;  // N = 1 at the engine shape, in a pool of 6 (stale: past the pool)
+        s.seq_lens = {1};
+        s.hk = 16, s.hv = 48, s.k = s.v = 128;
+        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        s.state_indices = {4};
+        s.num_state_slots = 6;
+        cases.push_back({s, "decode N = 1, Hv 48, pool of 6"});
+        s.layout = GDN_STATE_VK;
+        cases.push_back({s, "decode N = 1, Hv 48, [V][K] pool of 6"});
+    }
+    cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 61), "decode N = 300, pool of 320"});
+    cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 62), "decode N = 300, [V][K] pool of 320"});
+    for (const NamedSpec& c : cases) {
+        INFO(c.what);
+        Problem p(c.spec);
+        DeviceProblem d(p);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+        const std::vector<int32_t>& slots = c.spec.state_indices;
+        const int n = int(slots.size());
+        const int pool = c.spec.num_state_slots;
+        std::vector<int32_t> stale(slots.size());
+        for (int i = 0; i < n; ++i) {
+            const int kind = i % 4;
+            stale[size_t(i)] = kind == 0 ? pool + i : kind == 1 ? (slots[size_t(i)] + 1) % pool
+                             : kind == 2 ? -1 : 2147483647;
+        }
+        DeviceBuffer written(slots.size() * 4), live(slots.size() * 4);
+        written.upload(slots.data(), slots.size() * 4);
+        gdn_tensors_t t = d.tensors();
+        t.state_indices = live.as<int32_t>();
+        gdn_problem_t pdl = p.problem;
+        pdl.flags |= GDN_FLAG_PDL;
+        const auto call = [&](const gdn_problem_t& problem) {
+            return gdn_chunked_recurrence(&caps, &problem, &t, ws.data(), ws.size(), stream);
+        };
+        const auto reset = [&] {
+            d.reset_state(stream);
+            d.fill_out_nan(stream);
+            GDN_CUDA_CHECK(cudaMemcpyAsync(live.data(), stale.data(), stale.size() * 4, cudaMemcpyHostToDevice,
+                                           stream));
+            GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        };
+        constexpr long long kSpin = 40000;  // ~20 µs at the H200's clock
+
+        // The indices written first, then the call without the flag.
+        reset();
+        GDN_CUDA_CHECK(spin_then_copy(live.as<int32_t>(), written.as<int32_t>(), n, kSpin, stream));
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        REQUIRE(call(p.problem) == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const auto out_ref = d.out.bytes();
+        const auto state_ref = d.state.bytes();
+
+        // The writer, then the call with the flag, back to back, directly and as a graph.
+        direct_and_graph_give(
+            stream, reset,
+            [&] {
+                const cudaError_t we = spin_then_copy(live.as<int32_t>(), written.as<int32_t>(), n, kSpin, stream);
+                CHECK(we == cudaSuccess);
+                return we == cudaSuccess ? call(pdl) : GDN_ERROR_INTERNAL;
+            },
+            d, out_ref, state_ref, "after the writer, with GDN_FLAG_PDL");
+    }
+}
+#endif
