@@ -55,7 +55,7 @@ extern "C" {
 
 #define GDN_VERSION_MAJOR 0
 #define GDN_VERSION_MINOR 3
-#define GDN_VERSION_PATCH 0
+#define GDN_VERSION_PATCH 1
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -171,7 +171,11 @@ typedef enum gdn_path_t {
                                                 launch overlaps the end of the kernel before it; it
                                                 waits for that work to complete (griddepcontrol.wait)
                                                 before it reads or writes any argument, so the results
-                                                are an ordinary launch's, bit for bit. A kernel the
+                                                are an ordinary launch's, bit for bit. (Only the decode
+                                                kernel reads before its wait: a block's first slot index,
+                                                through L2, to ask L2 for that slot's state, a hint that
+                                                a stale index cannot turn into a wrong result; indices
+                                                outside the pool are skipped. Since 0.3.1.) A kernel the
                                                 caller launches after the call as a programmatic
                                                 dependent may start before the call's last kernel
                                                 ends, and must wait in turn before it reads the

@@ -242,6 +242,7 @@ Params make_params(const Shape& s, const Tensors& t) {
     p.z = t.z, p.z_tok = t.z_stride.token, p.z_head = t.z_stride.head;
     p.state = t.state;
     p.slot_stride = t.state_slot_stride;
+    p.num_slots = s.num_state_slots;
     p.cu_seqlens = t.cu_seqlens;
     p.state_indices = t.state_indices;
     p.start_from_zero = t.start_from_zero;

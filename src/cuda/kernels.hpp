@@ -32,6 +32,7 @@ struct Params {
     void* out;        int64_t o_tok, o_head;
     const void* z;    int64_t z_tok, z_head;
     float* state;     int64_t slot_stride;
+    int32_t num_slots;  // slots in the pool (the decode's L2 hint stays inside it)
     const int32_t* cu_seqlens;
     const int32_t* state_indices;
     const uint8_t* start_from_zero;

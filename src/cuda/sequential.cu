@@ -440,6 +440,42 @@ struct DecodeMeta {
 // Blocks per SM the launch bounds ask for (<= 128 registers either way).
 constexpr int stream_min_blocks(int bc) { return bc == 32 ? 4 : 6; }
 
+// GDN_FLAG_PDL, before the grid dependency wait: asks L2 for the state of
+// item (sequence n, value head h, columns c0 ..), so that a state that
+// comes from DRAM (an engine's many layers) is on its way while the kernel
+// ahead finishes. Only a hint, and never a bit of difference: the slot is
+// read through L2 (ld.global.cg, which leaves no line in L1 for the loads
+// after the wait to hit) and may be stale if the kernel ahead writes
+// state_indices, in which case a line of the pool is fetched for nothing;
+// the state itself is read after the wait, from L2, where every SM's
+// stores land. Slots outside the pool are not touched.
+template <int KT, int BC, bool VK>
+__device__ __forceinline__ void prefetch_state_hint(const Params& p, int32_t n, int32_t h, int32_t c0, int tid,
+                                                    int nt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const int32_t slot = p.state_indices ? __ldcg(p.state_indices + n) : n;
+    if (slot < 0 || slot >= p.num_slots || c0 >= p.V) return;
+    const int32_t cols = p.V - c0 < BC ? p.V - c0 : BC;
+    const float* base = head_state(p, slot, h);
+    auto ask = [](const float* a, uint32_t bytes) {  // 16-byte aligned, a multiple of 16
+        if ((reinterpret_cast<uintptr_t>(a) & 15u) == 0 && bytes >= 16)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a), "r"(bytes & ~15u) : "memory");
+    };
+    if constexpr (VK) {
+        if (tid == 0) ask(base + int64_t(c0) * KT, uint32_t(cols) * KT * 4u);  // the columns' rows, contiguous
+    } else {
+        // Rows of 16 columns are half a 128-byte line: the even item of a
+        // pair asks for both (half the requests, the same lines).
+        constexpr int kLineCols = 32;
+        if (BC < kLineCols && (c0 / BC) % (kLineCols / BC) != 0) return;
+        const int32_t span = BC < kLineCols ? (p.V - c0 < kLineCols ? p.V - c0 : kLineCols) : cols;
+        for (int r = tid; r < KT; r += nt) ask(base + int64_t(r) * p.V + c0, uint32_t(span) * 4u);
+    }
+#else
+    (void)p, (void)n, (void)h, (void)c0, (void)tid, (void)nt;
+#endif
+}
+
 template <int KT, int BC, int VT, bool VK>
 __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     decode_stream_kernel(const Params p, int32_t items) {
@@ -453,8 +489,12 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     __shared__ float red_s[2][kSplit][BC];
     __shared__ float decay_s, beta_s, kq_s;
 
-    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     const int tid = threadIdx.x, lane = tid & 31;
+    if (p.flags & GDN_FLAG_PDL) {  // this block's first item, before the wait
+        const int32_t cb = (p.V + BC - 1) / BC, nh = int32_t(blockIdx.x) / cb;
+        prefetch_state_hint<KT, BC, VK>(p, nh / p.Hv, nh % p.Hv, (int32_t(blockIdx.x) - nh * cb) * BC, tid, NT);
+    }
+    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     // [K][V] (VK = false): a warp is 32 adjacent columns of one part, each
     // state access one 128-byte row piece. [V][K] (VK): a warp is 8 columns
     // x the 4 parts, lane = 4 column + part, and a thread's rows 16 j + 4 part
