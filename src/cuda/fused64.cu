@@ -96,14 +96,9 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const
     for (int i = 0; i < R; ++i) {
         const int64_t row = first + 2 * i;
         live[i] = row < rows;
-        int32_t h;
-        if (rows < (int64_t(1) << 31)) {  // (the launch's rows: uniform)
-            tok[i] = row_quotient(uint32_t(row), dv);
-            h = int32_t(row - tok[i] * p.Hv);
-        } else {
-            tok[i] = row / p.Hv;
-            h = int32_t(row - tok[i] * p.Hv);
-        }
+        // (rows is the launch's: a uniform branch)
+        tok[i] = rows < (int64_t(1) << 31) ? int64_t(row_quotient(uint32_t(row), dv)) : row / p.Hv;
+        const int32_t h = int32_t(row - tok[i] * p.Hv);
         oi[i] = tok[i] * p.o_tok + int64_t(h) * p.o_head + c;
         const int64_t zi = tok[i] * p.z_tok + int64_t(h) * p.z_head + c;
 #pragma unroll
