@@ -205,10 +205,13 @@ struct DeviceWorkspace {
 };
 
 // One call through the public API on `stream`.
+inline gdn_status_t run(const gdn_tensors_t& t, const gdn_problem_t& problem, const gdn_caps_t& caps,
+                        const DeviceWorkspace& ws, cudaStream_t stream = nullptr) {
+    return gdn_chunked_recurrence(&caps, &problem, &t, ws.data(), ws.size(), stream);
+}
 inline gdn_status_t run(const DeviceProblem& d, const gdn_problem_t& problem, const gdn_caps_t& caps,
                         const DeviceWorkspace& ws, cudaStream_t stream = nullptr) {
-    gdn_tensors_t t = d.tensors();
-    return gdn_chunked_recurrence(&caps, &problem, &t, ws.data(), ws.size(), stream);
+    return run(d.tensors(), problem, caps, ws, stream);
 }
 
 // One call captured into *graph on `stream` (not run); the call's status.

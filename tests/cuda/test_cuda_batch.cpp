@@ -548,6 +548,21 @@ struct NamedSpec {
     const char* what;
 };
 
+// Decode at N = 1 at the engine shape (H_k 16, H_v 48, K = V = 128), bf16:
+// the streaming decode kernel with one item a block.
+Spec engine_decode_spec() {
+    Spec s;
+    s.seq_lens = {1};
+    s.hk = 16, s.hv = 48, s.k = s.v = 128;
+    s.input = s.gate = s.output = GDN_DTYPE_BF16;
+    return s;
+}
+
+gdn_problem_t with_pdl(gdn_problem_t problem) {
+    problem.flags |= GDN_FLAG_PDL;
+    return problem;
+}
+
 // Instantiates graph and replays it three times, each after reset() (on
 // stream), checking d's output and state against out_ref and state_ref;
 // then destroys both.
@@ -684,11 +699,7 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
     const cudaStream_t stream = ts.s;
     std::vector<NamedSpec> cases;
     {
-        Spec s;  // the streaming decode kernel, N = 1 at the engine shape (one item a block)
-        s.seq_lens = {1};
-        s.hk = 16, s.hv = 48, s.k = s.v = 128;
-        s.input = s.gate = s.output = GDN_DTYPE_BF16;
-        cases.push_back({s, "decode N = 1, Hv 48"});
+        cases.push_back({engine_decode_spec(), "decode N = 1, Hv 48"});
         // N = 300 in a pool of 320 with padding and zero starts: blocks walk several items
         cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 51), "decode N = 300, pool"});
         cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 52), "decode N = 300, [V][K] pool"});
@@ -728,8 +739,7 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         DeviceProblem d(p);
         DeviceWorkspace ws;
         REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
-        gdn_problem_t chained = p.problem;
-        chained.flags |= GDN_FLAG_PDL;
+        const gdn_problem_t chained = with_pdl(p.problem);
 
         // One at a time, without the flag.
         d.reset_state(stream);
@@ -807,12 +817,7 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
         REQUIRE(wb.size_for(caps, pb.problem) == GDN_SUCCESS);
         gdn_tensors_t tb = db.tensors();
         tb.q = da.out.data();
-        gdn_problem_t a_pdl = pa.problem, b_pdl = pb.problem;
-        a_pdl.flags |= GDN_FLAG_PDL;
-        b_pdl.flags |= GDN_FLAG_PDL;
-        const auto run_b = [&](const gdn_problem_t& problem) {
-            return gdn_chunked_recurrence(&caps, &problem, &tb, wb.data(), wb.size(), stream);
-        };
+        const gdn_problem_t a_pdl = with_pdl(pa.problem), b_pdl = with_pdl(pb.problem);
         const auto reset = [&] {
             da.reset_state(stream);
             db.reset_state(stream);
@@ -824,7 +829,7 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
         reset();
         REQUIRE(run(da, pa.problem, caps, wa, stream) == GDN_SUCCESS);
         GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-        REQUIRE(run_b(pb.problem) == GDN_SUCCESS);
+        REQUIRE(run(tb, pb.problem, caps, wb, stream) == GDN_SUCCESS);
         GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
         const auto out_ref = db.out.bytes();
         const auto state_ref = db.state.bytes();
@@ -841,7 +846,7 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
             stream, reset,
             [&] {
                 const gdn_status_t sa = run(da, a_pdl, caps, wa, stream);
-                return sa == GDN_SUCCESS ? run_b(b_pdl) : sa;
+                return sa == GDN_SUCCESS ? run(tb, b_pdl, caps, wb, stream) : sa;
             },
             db, out_ref, state_ref, "B, back to back with A and GDN_FLAG_PDL");
     }
@@ -864,10 +869,7 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
     const cudaStream_t stream = ts.s;
     std::vector<NamedSpec> cases;
     {
-        Spec s;  // N = 1 at the engine shape, in a pool of 6 (stale: past the pool)
-        s.seq_lens = {1};
-        s.hk = 16, s.hv = 48, s.k = s.v = 128;
-        s.input = s.gate = s.output = GDN_DTYPE_BF16;
+        Spec s = engine_decode_spec();  // in a pool of 6 (stale: past the pool)
         s.state_indices = {4};
         s.num_state_slots = 6;
         cases.push_back({s, "decode N = 1, Hv 48, pool of 6"});
@@ -895,11 +897,7 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
         written.upload(slots.data(), slots.size() * 4);
         gdn_tensors_t t = d.tensors();
         t.state_indices = live.as<int32_t>();
-        gdn_problem_t pdl = p.problem;
-        pdl.flags |= GDN_FLAG_PDL;
-        const auto call = [&](const gdn_problem_t& problem) {
-            return gdn_chunked_recurrence(&caps, &problem, &t, ws.data(), ws.size(), stream);
-        };
+        const gdn_problem_t pdl = with_pdl(p.problem);
         const auto reset = [&] {
             d.reset_state(stream);
             d.fill_out_nan(stream);
@@ -913,7 +911,7 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
         reset();
         GDN_CUDA_CHECK(spin_then_copy(live.as<int32_t>(), written.as<int32_t>(), n, kSpin, stream));
         GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
-        REQUIRE(call(p.problem) == GDN_SUCCESS);
+        REQUIRE(run(t, p.problem, caps, ws, stream) == GDN_SUCCESS);
         GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
         const auto out_ref = d.out.bytes();
         const auto state_ref = d.state.bytes();
@@ -924,7 +922,7 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
             [&] {
                 const cudaError_t we = spin_then_copy(live.as<int32_t>(), written.as<int32_t>(), n, kSpin, stream);
                 CHECK(we == cudaSuccess);
-                return we == cudaSuccess ? call(pdl) : GDN_ERROR_INTERNAL;
+                return we == cudaSuccess ? run(t, pdl, caps, ws, stream) : GDN_ERROR_INTERNAL;
             },
             d, out_ref, state_ref, "after the writer, with GDN_FLAG_PDL");
     }
