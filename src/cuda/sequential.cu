@@ -490,11 +490,6 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     __shared__ float decay_s, beta_s, kq_s;
 
     const int tid = threadIdx.x, lane = tid & 31;
-    if (p.flags & GDN_FLAG_PDL) {  // this block's first item, before the wait
-        const int32_t cb = (p.V + BC - 1) / BC, nh = int32_t(blockIdx.x) / cb;
-        prefetch_state_hint<KT, BC, VK>(p, nh / p.Hv, nh % p.Hv, (int32_t(blockIdx.x) - nh * cb) * BC, tid, NT);
-    }
-    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     // [K][V] (VK = false): a warp is 32 adjacent columns of one part, each
     // state access one 128-byte row piece. [V][K] (VK): a warp is 8 columns
     // x the 4 parts, lane = 4 column + part, and a thread's rows 16 j + 4 part
@@ -513,6 +508,12 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
         n = nh / p.Hv;
         h = nh - n * p.Hv;
     };
+    if (p.flags & GDN_FLAG_PDL) {  // this block's first item, before the wait
+        int32_t n, h, c;
+        where(int32_t(blockIdx.x), n, h, c);
+        prefetch_state_hint<KT, BC, VK>(p, n, h, c - cl, tid, NT);
+    }
+    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     auto meta = [&](int32_t i) {
         DecodeMeta m{-1, 0, 0, 0};
         if (i < items) {
