@@ -55,6 +55,7 @@ struct Options {
     int workspace_x = 1;  // workspace passed: gdn_workspace_size() times this
     bool pdl = false;     // GDN_FLAG_PDL
     int burst = 1;        // calls timed back to back between two events (CUDA)
+    bool graph = false;   // the burst captured once in a CUDA graph, the graph launches timed
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
 };
@@ -80,6 +81,9 @@ struct Options {
                  "                 [--pdl (GDN_FLAG_PDL: each call a programmatic dependent of the one\n"
                  "                  before; CUDA sm_90)] [--burst 1 (CUDA: calls timed back to back\n"
                  "                  between two events, the time per call reported)]\n"
+                 "                 [--graph (CUDA: the burst is captured once in a CUDA graph and\n"
+                 "                  the graph's launches are timed, as an engine replays its decode\n"
+                 "                  steps: no host time between the calls)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
                  "                  state pool, about MB megabytes in all, so that a call reads its\n"
                  "                  state from DRAM as in an engine of many layers; 0: one pool)]\n",
@@ -173,6 +177,7 @@ Options parse(int argc, char** argv) {
             if (o.workspace_x < 1 || o.workspace_x > 64) usage("--workspace-x takes 1..64");
         }
         else if (a == "--pdl") o.pdl = true;
+        else if (a == "--graph") o.graph = true;
         else if (a == "--burst") {
             o.burst = std::stoi(next());
             if (o.burst < 1 || o.burst > 10000) usage("--burst takes 1..10000");
@@ -506,13 +511,13 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
 
     // Timing: warm-up, then --reps launches; median.
     size_t calls = 0;  // --cold-state: pool 0, then the copies, in turn, warm-up included
-    auto launch = [&](int i) {
+    auto launch = [&](int i, void* stream = nullptr) {
         bind(S[size_t(i) % S.size()]);
         if (!cold.empty()) {
             const size_t c = calls++ % (cold.size() + 1);
             t.state = static_cast<float*>(c == 0 ? d_state : cold[c - 1]);
         }
-        check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
+        check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, stream), "gdn_chunked_recurrence");
     };
     for (int i = 0; i < o.warmup; ++i) launch(i);
     mem.sync();
@@ -520,8 +525,43 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
 #if defined(GDN_BENCH_WITH_CUDA)
     cudaEvent_t e0, e1;
     if (caps.backend == GDN_BACKEND_CUDA) { cudaEventCreate(&e0); cudaEventCreate(&e1); }
+    if (o.graph && caps.backend == GDN_BACKEND_CUDA) {
+        // --graph: one burst captured (its calls' pools and input sets fixed in the nodes),
+        // then the graph launched --reps times between two events on its stream.
+        cudaStream_t gs = nullptr;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        auto cuda_ok = [](cudaError_t e, const char* what) {
+            if (e != cudaSuccess) {
+                std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+                std::exit(1);
+            }
+        };
+        cuda_ok(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        cuda_ok(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        for (int b = 0; b < o.burst; ++b) launch(b, gs);
+        cuda_ok(cudaStreamEndCapture(gs, &graph), "cudaStreamEndCapture");
+        cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+        for (int w = 0; w < 2; ++w) cuda_ok(cudaGraphLaunch(exec, gs), "cudaGraphLaunch");
+        cuda_ok(cudaStreamSynchronize(gs), "cudaStreamSynchronize");
+        for (int r = 0; r < o.reps; ++r) {
+            cudaEventRecord(e0, gs);
+            const auto c0 = std::chrono::steady_clock::now();
+            cuda_ok(cudaGraphLaunch(exec, gs), "cudaGraphLaunch");
+            const auto c1 = std::chrono::steady_clock::now();
+            cudaEventRecord(e1, gs);
+            cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize");
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            dev_ms.push_back(double(ms) / o.burst);
+            host_us.push_back(std::chrono::duration<double, std::micro>(c1 - c0).count() / o.burst);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(gs);
+    }
 #endif
-    for (int r = 0; r < o.reps; ++r) {
+    for (int r = 0; r < o.reps && !(o.graph && caps.backend == GDN_BACKEND_CUDA); ++r) {
         const auto h0 = std::chrono::steady_clock::now();
 #if defined(GDN_BENCH_WITH_CUDA)
         if (caps.backend == GDN_BACKEND_CUDA) {
@@ -547,6 +587,9 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         std::sort(x.begin(), x.end());
         return x[x.size() / 2];
     };
+#if defined(GDN_BENCH_WITH_CUDA)
+    if (caps.backend == GDN_BACKEND_CUDA) { cudaEventDestroy(e0); cudaEventDestroy(e1); }
+#endif
     row.device_ms = median(dev_ms);
     row.host_us = median(host_us);
     if (ws) mem.free(ws);
@@ -588,8 +631,9 @@ int main(int argc, char** argv) {
                 o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
     if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
-    if (o.pdl || o.burst > 1)
-        std::printf("timing: %d call(s) back to back per event pair%s\n", o.burst,
+    if (o.pdl || o.burst > 1 || o.graph)
+        std::printf("timing: %d call(s) back to back per event pair%s%s\n", o.burst,
+                    o.graph ? ", captured once in a CUDA graph and replayed" : "",
                     o.pdl ? ", GDN_FLAG_PDL (programmatic dependent launch)" : "");
     if (o.cold_mb > 0 && caps.backend != GDN_BACKEND_CPU)
         std::printf("state: the timed calls rotate over copies of the pool, ~%d MB in all (--cold-state)\n",
