@@ -56,6 +56,7 @@ struct Options {
     bool pdl = false;     // GDN_FLAG_PDL
     int burst = 1;        // calls timed back to back between two events (CUDA)
     bool graph = false;   // the burst captured once in a CUDA graph, the graph launches timed
+    bool slots = false;   // state_indices: sequence i in slot seqs - 1 - i (an engine's pool)
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
 };
@@ -84,6 +85,8 @@ struct Options {
                  "                 [--graph (CUDA: the burst is captured once in a CUDA graph and\n"
                  "                  the graph's launches are timed, as an engine replays its decode\n"
                  "                  steps: no host time between the calls)]\n"
+                 "                 [--state-indices (pass state_indices, sequence i in slot N - 1 - i,\n"
+                 "                  as an engine's pool is addressed)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
                  "                  state pool, about MB megabytes in all, so that a call reads its\n"
                  "                  state from DRAM as in an engine of many layers; 0: one pool)]\n",
@@ -178,6 +181,7 @@ Options parse(int argc, char** argv) {
         }
         else if (a == "--pdl") o.pdl = true;
         else if (a == "--graph") o.graph = true;
+        else if (a == "--state-indices") o.slots = true;
         else if (a == "--burst") {
             o.burst = std::stoi(next());
             if (o.burst < 1 || o.burst > 10000) usage("--burst takes 1..10000");
@@ -372,6 +376,15 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         d_cu = mem.alloc(cu.size() * sizeof(int32_t));
         mem.upload(d_cu, cu.data(), cu.size() * sizeof(int32_t));
     }
+    // --state-indices: sequence i in slot seqs - 1 - i.
+    void* d_idx = nullptr;
+    auto slot_of = [&](int32_t sq) { return o.slots ? seqs - 1 - sq : sq; };
+    if (o.slots) {
+        std::vector<int32_t> idx(static_cast<size_t>(seqs));
+        for (int32_t i = 0; i < seqs; ++i) idx[size_t(i)] = slot_of(i);
+        d_idx = mem.alloc(idx.size() * sizeof(int32_t));
+        mem.upload(d_idx, idx.data(), idx.size() * sizeof(int32_t));
+    }
     auto free_all = [&] {
         for (auto& s : S) {
             mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out);
@@ -381,6 +394,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         mem.free(d_state);
         for (void* c : cold) mem.free(c);
         if (d_cu) mem.free(d_cu);
+        if (d_idx) mem.free(d_idx);
     };
 
     gdn_problem_t p;
@@ -405,6 +419,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     gdn_tensors_init(&t);
     t.state = static_cast<float*>(d_state);
     t.cu_seqlens = static_cast<const int32_t*>(d_cu);
+    t.state_indices = static_cast<const int32_t*>(d_idx);
     if (o.out_row_pad) t.out_token_stride = out_tok, t.out_head_stride = o.dv;
     if (o.in_row_pad) {
         t.q_token_stride = t.k_token_stride = int64_t(o.hk) * o.dk + o.in_row_pad;
@@ -484,7 +499,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 }
                 ht.state_slot_stride = int64_t(o.dk) * o.dv;
                 std::vector<double> ro(size_t(T) * o.dv), rs(size_t(o.dk) * o.dv);
-                const float* s0 = &state0[(size_t(sq) * o.hv + h) * o.dk * o.dv];
+                const float* s0 = &state0[(size_t(slot_of(sq)) * o.hv + h) * o.dk * o.dv];
                 std::copy_n(s0, rs.size(), rs.begin());
                 gdn::ref::run(sh, ht, ro.data(), rs.data());
                 double mo = 0, dmo = 0, ms = 0, dms = 0;
@@ -496,7 +511,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                         mo = std::max(mo, std::abs(want));
                         dmo = std::isnan(got) ? INFINITY : std::max(dmo, std::abs(got - want));
                     }
-                const float* sf = &st_f[(size_t(sq) * o.hv + h) * o.dk * o.dv];
+                const float* sf = &st_f[(size_t(slot_of(sq)) * o.hv + h) * o.dk * o.dv];
                 for (size_t i = 0; i < rs.size(); ++i) {
                     ms = std::max(ms, std::abs(rs[i]));
                     dms = std::isnan(sf[i]) ? INFINITY : std::max(dms, std::abs(double(sf[i]) - rs[i]));
@@ -638,6 +653,7 @@ int main(int argc, char** argv) {
     if (o.cold_mb > 0 && caps.backend != GDN_BACKEND_CPU)
         std::printf("state: the timed calls rotate over copies of the pool, ~%d MB in all (--cold-state)\n",
                     o.cold_mb);
+    if (o.slots) std::printf("state: sequence i in pool slot N - 1 - i (--state-indices)\n");
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
     if (o.l2norm || o.out_norm)
