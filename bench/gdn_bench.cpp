@@ -57,6 +57,7 @@ struct Options {
     int burst = 1;        // calls timed back to back between two events (CUDA)
     bool graph = false;   // the burst captured once in a CUDA graph, the graph launches timed
     bool slots = false;   // state_indices: sequence i in slot seqs - 1 - i (an engine's pool)
+    double max_err = 0;   // > 0: exit 1 when a checked row's error is above it (or not finite)
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
 };
@@ -87,6 +88,8 @@ struct Options {
                  "                  steps: no host time between the calls)]\n"
                  "                 [--state-indices (pass state_indices, sequence i in slot N - 1 - i,\n"
                  "                  as an engine's pool is addressed)]\n"
+                 "                 [--max-err E (exit 1 if a checked row's error against FP64 is\n"
+                 "                  above E or not a number: the bench as a smoke test)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
                  "                  state pool, about MB megabytes in all, so that a call reads its\n"
                  "                  state from DRAM as in an engine of many layers; 0: one pool)]\n",
@@ -182,6 +185,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--pdl") o.pdl = true;
         else if (a == "--graph") o.graph = true;
         else if (a == "--state-indices") o.slots = true;
+        else if (a == "--max-err") {
+            o.max_err = std::stod(next());
+            if (!(o.max_err > 0)) usage("--max-err takes a positive bound");
+        }
         else if (a == "--burst") {
             o.burst = std::stoi(next());
             if (o.burst < 1 || o.burst > 10000) usage("--burst takes 1..10000");
@@ -726,6 +733,24 @@ int main(int argc, char** argv) {
         }
         std::fprintf(f, "]}\n");
         std::fclose(f);
+    }
+    if (o.max_err > 0) {
+        if (o.check_heads < 1) {
+            std::fprintf(stderr, "--max-err needs --check-heads 1 or more\n");
+            return 1;
+        }
+        int bad = 0;
+        for (const Row& r : rows) {
+            if (r.path.rfind("n/a", 0) == 0) continue;  // not run here (its reason is printed above)
+            if (!(r.err_out <= o.max_err) || !(r.err_state <= o.max_err)) {
+                std::printf("above --max-err %.1e: %s T=%lld seqs=%d %s %s: out %.2e, state %.2e\n", o.max_err,
+                            r.case_name.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(),
+                            r.precision.c_str(), r.err_out, r.err_state);
+                ++bad;
+            }
+        }
+        if (bad) return 1;
+        std::printf("every checked row within %.1e of FP64\n", o.max_err);
     }
     return 0;
 }
