@@ -415,7 +415,8 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
         }
 }
 
-// Decode kernel v4 (no output norm): persistent and software-pipelined.
+// Decode kernel v4: persistent and software-pipelined (with the output norm
+// from kDecodeNormStreamRows rows: NORM below).
 // v3 (one block per 32-column item: load, barriers, reduce, store, exit)
 // reached 77% of the copy bandwidth at N = 64: a block's loads and stores
 // never overlap, and consecutive blocks are the same head of consecutive
@@ -438,7 +439,7 @@ struct DecodeMeta {
 };
 
 // Blocks per SM the launch bounds ask for (<= 128 registers either way).
-constexpr int stream_min_blocks(int bc) { return bc == 32 ? 4 : 6; }
+constexpr int stream_min_blocks(int bc) { return bc == 16 ? 6 : bc == 32 ? 4 : bc == 64 ? 2 : 1; }
 
 // GDN_FLAG_PDL, before the grid dependency wait: asks L2 for the state of
 // item (sequence n, value head h, columns c0 ..), so that a state that
@@ -467,7 +468,8 @@ __device__ __forceinline__ void prefetch_state_hint(const Params& p, int32_t n, 
         // Rows of 16 columns are half a 128-byte line: the even item of a
         // pair asks for both (half the requests, the same lines).
         constexpr int kLineCols = 32;
-        if (BC < kLineCols && (c0 / BC) % (kLineCols / BC) != 0) return;
+        if constexpr (BC < kLineCols)
+            if ((c0 / BC) % (kLineCols / BC) != 0) return;
         const int32_t span = BC < kLineCols ? (p.V - c0 < kLineCols ? p.V - c0 : kLineCols) : cols;
         for (int r = tid; r < KT; r += nt) ask(base + int64_t(r) * p.V + c0, uint32_t(span) * 4u);
     }
@@ -476,7 +478,11 @@ __device__ __forceinline__ void prefetch_state_hint(const Params& p, int32_t n, 
 #endif
 }
 
-template <int KT, int BC, int VT, bool VK>
+// NORM (GDN_FLAG_OUTPUT_NORM, [K][V]): an item is a whole row (BC >= V, one
+// column block), and after each token's o one warp runs norm_out_row on it,
+// as decode_kernel's one-block row does: the same bits, with the next row's
+// loads in flight.
+template <int KT, int BC, int VT, bool VK, bool NORM = false>
 __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     decode_stream_kernel(const Params p, int32_t items) {
     constexpr int NT = BC * kSplit;
@@ -487,6 +493,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     __shared__ __align__(16) float q_s[KT];
     __shared__ __align__(16) float k_s[KT];
     __shared__ float red_s[2][kSplit][BC];
+    __shared__ float o_s[NORM ? BC : 1];  // NORM: the row's o
     __shared__ float decay_s, beta_s, kq_s;
 
     const int tid = threadIdx.x, lane = tid & 31;
@@ -603,7 +610,14 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             const float decay = decay_s;
             const float d = beta_s * fmaf(-decay, kv, vc);
             const float o = fmaf(decay, sq, kq_s * d);
-            if (part == 0 && col_ok) store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
+            if constexpr (NORM) {
+                // o_s is free: its last reader (warp 0) has passed the two barriers above.
+                if (part == 0) o_s[cl] = o;
+                __syncthreads();
+                if (tid < 32) norm_out_row(p, o_s, tok, h, lane);
+            } else if (part == 0 && col_ok) {
+                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
+            }
             decode_update<J>(Sc, k_s, decay, d, part);
         };
         if (len > 0) {
@@ -716,17 +730,23 @@ cudaError_t launch_decode_bc(const Params& p, int block_cols, cudaStream_t strea
 // item (a speed choice only: the bits do not depend on the tile).
 constexpr int64_t kDecodeSmallGrid = 512;
 
+// GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
+// streaming kernel takes the decode, a row an item; below, v3's kernel, a
+// block a row (H200, perf-notes v73: with states in DRAM the streaming form
+// is 7% faster from N = 8 at H_v 48, 384 rows, and ~1 µs slower at N <= 2).
+constexpr int64_t kDecodeNormStreamRows = 384;
+
 // Resident blocks per SM of one decode_stream_kernel instance (the
 // occupancy calculator, once per device; the launch bounds' figure if it
 // fails). The grid is sized from it: a block that is not resident at the
 // start would run its items after the others.
-template <int KT, int BC, int VT, bool VK>
+template <int KT, int BC, int VT, bool VK, bool NORM>
 int stream_blocks_per_sm(int device) {
     static std::atomic<int> cached[64];
     if (device >= 0 && device < 64)
         if (const int b = cached[device].load(std::memory_order_relaxed)) return b;
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_stream_kernel<KT, BC, VT, VK>,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_stream_kernel<KT, BC, VT, VK, NORM>,
                                                       BC * kSplit, 0) != cudaSuccess ||
         b < 1) {
         (void)cudaGetLastError();  // not sticky; the caller checked that none was pending
@@ -736,18 +756,18 @@ int stream_blocks_per_sm(int device) {
     return b;
 }
 
-template <int KT, int BC, int VT, bool VK>
+template <int KT, int BC, int VT, bool VK, bool NORM = false>
 cudaError_t launch_decode_stream(const Params& p, int64_t items, cudaStream_t stream) {
     int device = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&device)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device))
         return e;
-    const int64_t slots = int64_t(stream_blocks_per_sm<KT, BC, VT, VK>(device)) * (sms > 0 ? sms : 1);
+    const int64_t slots = int64_t(stream_blocks_per_sm<KT, BC, VT, VK, NORM>(device)) * (sms > 0 ? sms : 1);
     // As many rounds as one full grid needs, the items spread evenly over
     // them: every block walks the same number of items (± 1).
     const int64_t rounds = (items + slots - 1) / slots;
     const int64_t grid = (items + rounds - 1) / rounds;
-    return launch_kernel(decode_stream_kernel<KT, BC, VT, VK>, dim3(unsigned(grid)), dim3(BC * kSplit), 0,
+    return launch_kernel(decode_stream_kernel<KT, BC, VT, VK, NORM>, dim3(unsigned(grid)), dim3(BC * kSplit), 0,
                          stream, pdl(p), p, int32_t(items));
 }
 
@@ -761,6 +781,19 @@ cudaError_t launch_decode_v4(const Params& p, int bc, int64_t items, cudaStream_
                           : launch_decode_stream<KT, 16, 0, false>(p, items, stream);
     return p.V == 128 ? launch_decode_stream<KT, 32, 128, false>(p, items, stream)
                       : launch_decode_stream<KT, 32, 0, false>(p, items, stream);
+}
+
+// GDN_FLAG_OUTPUT_NORM ([K][V]): the streaming kernel with a row an item.
+template <int KT>
+cudaError_t launch_decode_norm(const Params& p, int bc, int64_t items, cudaStream_t stream) {
+    switch (bc) {
+        case 32: return launch_decode_stream<KT, 32, 0, false, true>(p, items, stream);
+        case 64: return launch_decode_stream<KT, 64, 0, false, true>(p, items, stream);
+        case 128:
+            return p.V == 128 ? launch_decode_stream<KT, 128, 128, false, true>(p, items, stream)
+                              : launch_decode_stream<KT, 128, 0, false, true>(p, items, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -779,10 +812,14 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
         (!p.state_kv && !decode_takes_vk(p)))
         return cudaErrorInvalidValue;
     if (p.flags & GDN_FLAG_OUTPUT_NORM) {
-        // v3's kernel, one block per row: the smallest column tile that holds V.
+        // A row a block (v3) or a row an item of the streaming kernel (from
+        // kDecodeNormStreamRows rows): the smallest column tile that holds V.
         if (p.V > 128) return cudaErrorInvalidValue;
         const int bc = p.V <= 32 ? 32 : p.V <= 64 ? 64 : 128;
-        return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
+        const int64_t rows = int64_t(p.num_seqs) * p.Hv;
+        if (rows < kDecodeNormStreamRows || rows > (int64_t(1) << 30))  // (item numbers in 32 bits)
+            return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
+        return p.K == 64 ? launch_decode_norm<64>(p, bc, rows, stream) : launch_decode_norm<128>(p, bc, rows, stream);
     }
     // 32 columns per item; 16 where there are few items (N = 1 at Hv 48:
     // 384 items of 64 threads spread over more SMs than 192 of 128).

@@ -292,6 +292,12 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         batch_equals_separate(s, "N = 300 decode batch vs separate runs");
     }
     {
+        // The output norm on 1200 rows, padding, zero starts, unaligned slots.
+        Spec s = decode_pool_spec(GDN_STATE_KV, 3, 36);
+        s.flags |= GDN_FLAG_OUTPUT_NORM;
+        decode_kernel_checks(s, "N = 300, 1200 rows, output norm, padding, zero-start, slot pad 3");
+    }
+    {
         Spec s;  // empty sequences (zero-start: slot zeroed; else untouched), output norm V = 128
         s.seq_lens = {1, 0, 1, 1, 0, 1};
         s.hk = 2, s.hv = 4, s.k = s.v = 128;
@@ -363,6 +369,16 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
     {
         const Spec s = decode_two_token_spec(GDN_STATE_KV, 39);  // 3200 items at 32 columns
         decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1");
+    }
+    {
+        // The same with the output norm; empty sequences and padding mid-walk with it.
+        Spec s = decode_two_token_spec(GDN_STATE_KV, 40);
+        s.flags |= GDN_FLAG_OUTPUT_NORM;
+        decode_kernel_checks(s, "N = 200, 2-token sequences, output norm");
+        Spec e = decode_empty_sequences_spec(GDN_STATE_KV, 3, 41);
+        e.hv = 2;
+        e.flags |= GDN_FLAG_OUTPUT_NORM;
+        decode_kernel_checks(e, "N = 613 x 2 heads, empty sequences, output norm");
     }
 }
 
