@@ -292,7 +292,9 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         batch_equals_separate(s, "N = 300 decode batch vs separate runs");
     }
     {
-        // The output norm on 1200 rows, padding, zero starts, unaligned slots.
+        // The output norm on 1200 rows, padding, zero starts, unaligned slots: from 384 rows
+        // the streaming kernel takes it (a row an item), below v3's block a row (the cases
+        // of 24-240 rows that follow).
         Spec s = decode_pool_spec(GDN_STATE_KV, 3, 36);
         s.flags |= GDN_FLAG_OUTPUT_NORM;
         decode_kernel_checks(s, "N = 300, 1200 rows, output norm, padding, zero-start, slot pad 3");
