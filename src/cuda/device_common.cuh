@@ -156,18 +156,25 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
-// The out row of token `tok`, value head h, from o (V floats, shared or
-// global memory) through the gated RMSNorm; called by one warp. The
-// sequential and decode kernels and the chunked path's epilogue share it.
-__device__ __forceinline__ void norm_out_row(const Params& p, const float* o, int64_t tok,
-                                             int32_t h, int lane) {
+// The gated RMSNorm's two halves: 1 / rms of a row o (V floats, shared or
+// global memory; called by one warp) and one output column. A kernel that
+// spreads a row's stores over its column threads (decode_stream_kernel)
+// calls them as norm_out_row does: the same expressions, the same bits.
+__device__ __forceinline__ float row_inv_rms(const Params& p, const float* o, int lane) {
     float oo = 0.0f;
     for (int c = lane; c < p.V; c += 32) oo = fmaf(o[c], o[c], oo);
-    const float ir = inv_rms(p, warp_sum(oo));
+    return inv_rms(p, warp_sum(oo));
+}
+__device__ __forceinline__ float gated_norm(float o, float ir, float w, float z) { return o * ir * w * silu(z); }
+// The out row of token `tok`, value head h, from o through the gated
+// RMSNorm; called by one warp. The sequential and decode kernels and the
+// chunked path's epilogue share it.
+__device__ __forceinline__ void norm_out_row(const Params& p, const float* o, int64_t tok,
+                                             int32_t h, int lane) {
+    const float ir = row_inv_rms(p, o, lane);
     for (int c = lane; c < p.V; c += 32) {
         const float z = load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c);
-        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c,
-                    o[c] * ir * p.norm_weight[c] * silu(z));
+        store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, gated_norm(o[c], ir, p.norm_weight[c], z));
     }
 }
 

@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
     __shared__ __align__(16) float k_s[KT];
     __shared__ float red_s[2][kSplit][BC];  // S·k̂ and S·q̂ partials per part and column
     __shared__ float o_s[BC];               // the output row, for the output norm (BC >= V)
-    __shared__ float decay_s, beta_s, kq_s;
+    __shared__ float decay_s, beta_s, kq_s, ir_s;
 
     grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
     const int tid = threadIdx.x, lane = tid & 31;
@@ -374,11 +374,17 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
     }
     // The state loads are out: the next kernel may launch (and wait).
     allow_dependent_launch();
+    // The output norm (the block holds the whole row: BC >= V, v0 = 0): each
+    // column's weight, once, and its z with the token's inputs, so that the
+    // norm's global loads are off the path after the sums.
+    const bool norm = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
+    const float wc = norm && part == 0 && col_ok ? p.norm_weight[c] : 0.0f;
 
     for (int32_t t = 0; t < len32; ++t) {
         const int64_t tok = bos + t;
         if (t > 0) __syncthreads();  // the previous token's readers are done
         const float vc = decode_stage<KT, NT>(p, tok, kh, h, c, col_ok, tid, q_s, k_s, decay_s, beta_s);
+        const float zc = norm && part == 0 && col_ok ? load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c) : 0.0f;
         __syncthreads();
         if (tid < 32) {
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
@@ -391,14 +397,21 @@ __global__ void __launch_bounds__(BC * kSplit, decode_min_blocks(BC, KT, VT)) de
         const float decay = decay_s;
         const float d = beta_s * fmaf(-decay, kv, vc);
         const float o = fmaf(decay, sq, kq_s * d);
-        if (!(p.flags & GDN_FLAG_OUTPUT_NORM)) {
+        if (!norm) {
             if (part == 0 && col_ok)
                 store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
         } else {
-            // The block holds the whole row (BC >= V, v0 = 0): gated RMSNorm here.
+            // norm_out_row's expressions: warp 0 the row's 1 / rms, each column's thread its
+            // output. o_s and ir_s are free: their last readers have passed the barriers above.
             if (part == 0) o_s[cl] = o;
             __syncthreads();
-            if (tid < 32) norm_out_row(p, o_s, tok, h, lane);
+            if (tid < 32) {
+                const float ir = row_inv_rms(p, o_s, lane);
+                if (lane == 0) ir_s = ir;
+            }
+            __syncthreads();
+            if (part == 0 && col_ok)
+                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, gated_norm(o, ir_s, wc, zc));
         }
         decode_update<J>(S, k_s, decay, d, part);
     }
@@ -479,9 +492,10 @@ __device__ __forceinline__ void prefetch_state_hint(const Params& p, int32_t n, 
 }
 
 // NORM (GDN_FLAG_OUTPUT_NORM, [K][V]): an item is a whole row (BC >= V, one
-// column block), and after each token's o one warp runs norm_out_row on it,
-// as decode_kernel's one-block row does: the same bits, with the next row's
-// loads in flight.
+// column block), and after each token's o one warp computes the row's
+// 1 / rms and each column's thread stores its output with the z it loaded
+// with the token's inputs, as decode_kernel's one-block row does: the same
+// bits, with the next row's loads in flight.
 template <int KT, int BC, int VT, bool VK, bool NORM = false>
 __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     decode_stream_kernel(const Params p, int32_t items) {
@@ -489,12 +503,12 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     constexpr int J = KT / (4 * kSplit);  // float4 groups of rows per part
     constexpr int R = 4 * J;              // state rows per thread
     constexpr int QK = (KT + NT - 1) / NT;  // q and k elements staged per thread
-    constexpr int NX = 2 * QK + 3;          // q, k, v, g, β bits of an item's first token
+    constexpr int NX = 2 * QK + 3 + (NORM ? 1 : 0);  // q, k, v, g, β (NORM: z) bits of an item's first token
     __shared__ __align__(16) float q_s[KT];
     __shared__ __align__(16) float k_s[KT];
     __shared__ float red_s[2][kSplit][BC];
     __shared__ float o_s[NORM ? BC : 1];  // NORM: the row's o
-    __shared__ float decay_s, beta_s, kq_s;
+    __shared__ float decay_s, beta_s, kq_s, ir_s;
 
     const int tid = threadIdx.x, lane = tid & 31;
     // [K][V] (VK = false): a warp is 32 adjacent columns of one part, each
@@ -521,6 +535,8 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
         prefetch_state_hint<KT, BC, VK>(p, n, h, c - cl, tid, NT);
     }
     grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
+    // NORM: a thread's column is the same in every row (one column block).
+    const float wc = NORM && part == 0 && cl < nv ? p.norm_weight[cl] : 0.0f;
     auto meta = [&](int32_t i) {
         DecodeMeta m{-1, 0, 0, 0};
         if (i < items) {
@@ -553,6 +569,8 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
         x[2 * QK] = tok && col_ok ? load_bits(p.v, p.in_dt, t0 * p.v_tok + h * p.v_head + c) : 0u;
         x[2 * QK + 1] = tok && tid == 0 ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
         x[2 * QK + 2] = tok && tid == 0 ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
+        if constexpr (NORM)  // z of the first token, for the column's output
+            x[NX - 1] = tok && col_ok && part == 0 ? load_bits(p.z, p.in_dt, t0 * p.z_tok + h * p.z_head + c) : 0u;
         const bool ld = tok && !m.zero && col_ok;
         if constexpr (VK) {
             if (ld) {
@@ -595,7 +613,7 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
         if (!live) return;
         // One token, after its q/k rows, v (vc), e^g and β are staged: the
         // first token (first = true) issues the next item's loads.
-        auto token = [&](int64_t tok, float vc, bool first) {
+        auto token = [&](int64_t tok, float vc, float zc, bool first) {
             __syncthreads();
             if (tid < 32) {
                 const float kq = normalise_row(p, q_s, k_s, KT, lane);
@@ -611,10 +629,20 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             const float d = beta_s * fmaf(-decay, kv, vc);
             const float o = fmaf(decay, sq, kq_s * d);
             if constexpr (NORM) {
-                // o_s is free: its last reader (warp 0) has passed the two barriers above.
+                // norm_out_row's arithmetic, its global loads off the block's path: warp 0
+                // sums the row's squares from o_s in its order, and each column's thread
+                // stores its output with z (loaded with the token's inputs) and its weight
+                // (loaded once). o_s and ir_s are free: their last readers have passed the
+                // two barriers above.
                 if (part == 0) o_s[cl] = o;
                 __syncthreads();
-                if (tid < 32) norm_out_row(p, o_s, tok, h, lane);
+                if (tid < 32) {
+                    const float ir = row_inv_rms(p, o_s, lane);
+                    if (lane == 0) ir_s = ir;
+                }
+                __syncthreads();
+                if (part == 0 && col_ok)
+                    store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, gated_norm(o, ir_s, wc, zc));
             } else if (part == 0 && col_ok) {
                 store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c, o);
             }
@@ -637,7 +665,8 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
                 decay_s = expf(gate_of(p, bits_to_float(xc[2 * QK + 1], p.gate_dt), h));
                 beta_s = beta_of(p, bits_to_float(xc[2 * QK + 2], p.gate_dt));
             }
-            token(int64_t(mc.bos), vc, true);
+            const float zc = NORM && col_ok && part == 0 ? bits_to_float(xc[NX - 1], p.in_dt) : 0.0f;
+            token(int64_t(mc.bos), vc, zc, true);
         }
         // More tokens (max_seqlen == 1 says there are none: right anyway).
         for (int32_t t = 1; t < len; ++t) {
@@ -645,7 +674,8 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
             const int32_t kh = key_head_of(p, h);
             __syncthreads();
             const float vc = decode_stage<KT, NT>(p, tok, kh, h, c, col_ok, tid, q_s, k_s, decay_s, beta_s);
-            token(tok, vc, false);
+            const float zc = NORM && col_ok && part == 0 ? load_float(p.z, p.in_dt, tok * p.z_tok + h * p.z_head + c) : 0.0f;
+            token(tok, vc, zc, false);
         }
         if (col_ok) {
             if constexpr (VK) {
@@ -732,8 +762,9 @@ constexpr int64_t kDecodeSmallGrid = 512;
 
 // GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
 // streaming kernel takes the decode, a row an item; below, v3's kernel, a
-// block a row (H200, perf-notes v73: with states in DRAM the streaming form
-// is 7% faster from N = 8 at H_v 48, 384 rows, and ~1 µs slower at N <= 2).
+// block a row (H200, perf-notes v74: with states in DRAM the streaming form
+// is 15% faster at N = 8, H_v 48, 384 rows, and 0.7-1 µs slower at N <= 2;
+// at N = 4 it is 1 µs faster cold and 1.5 µs slower warm).
 constexpr int64_t kDecodeNormStreamRows = 384;
 
 // Resident blocks per SM of one decode_stream_kernel instance (the
