@@ -633,7 +633,8 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
                 // sums the row's squares from o_s in its order, and each column's thread
                 // stores its output with z (loaded with the token's inputs) and its weight
                 // (loaded once). o_s and ir_s are free: their last readers have passed the
-                // two barriers above.
+                // two barriers above. (decode_kernel's lines: as one shared function they
+                // made ptxas spill 16-216 bytes in these instances, perf-notes v74.)
                 if (part == 0) o_s[cl] = o;
                 __syncthreads();
                 if (tid < 32) {
