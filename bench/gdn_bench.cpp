@@ -57,6 +57,7 @@ struct Options {
     int burst = 1;        // calls timed back to back between two events (CUDA)
     bool graph = false;   // the burst captured once in a CUDA graph, the graph launches timed
     bool slots = false;   // state_indices: sequence i in slot seqs - 1 - i (an engine's pool)
+    bool state_vk = false;  // --state-vk: the pool in the [V][K] layout (GDN_STATE_VK)
     double max_err = 0;   // > 0: exit 1 when a checked row's error is above it (or not finite)
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
@@ -88,6 +89,7 @@ struct Options {
                  "                  steps: no host time between the calls)]\n"
                  "                 [--state-indices (pass state_indices, sequence i in slot N - 1 - i,\n"
                  "                  as an engine's pool is addressed)]\n"
+                 "                 [--state-vk (the state pool in the [V][K] layout, GDN_STATE_VK)]\n"
                  "                 [--max-err E (exit 1 if a checked row's error against FP64 is\n"
                  "                  above E or not a number: the bench as a smoke test)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
@@ -185,6 +187,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--pdl") o.pdl = true;
         else if (a == "--graph") o.graph = true;
         else if (a == "--state-indices") o.slots = true;
+        else if (a == "--state-vk") o.state_vk = true;
         else if (a == "--max-err") {
             o.max_err = std::stod(next());
             if (!(o.max_err > 0)) usage("--max-err takes a positive bound");
@@ -418,6 +421,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.output_dtype = o.out_dtype;
     p.algorithm = algo;
     p.precision = precision;
+    p.state_layout = o.state_vk ? GDN_STATE_VK : GDN_STATE_KV;
     p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u) |
               (o.pdl ? GDN_FLAG_PDL : 0u);
     p.l2norm_eps = 1e-6f;
@@ -480,6 +484,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 sh.head_dim_k = o.dk; sh.head_dim_v = o.dv;
                 sh.input_dtype = sh.gate_dtype = sh.output_dtype = GDN_DTYPE_F32;
                 sh.num_state_slots = 1;
+                sh.state_layout = p.state_layout;  // the initial and final states both in it
                 sh.scale = 1.0f / std::sqrt(float(o.dk));
                 sh.l2norm_eps = sh.norm_eps = 1e-6f;
                 sh.flags = p.flags;
@@ -661,6 +666,7 @@ int main(int argc, char** argv) {
         std::printf("state: the timed calls rotate over copies of the pool, ~%d MB in all (--cold-state)\n",
                     o.cold_mb);
     if (o.slots) std::printf("state: sequence i in pool slot N - 1 - i (--state-indices)\n");
+    if (o.state_vk) std::printf("state: [V][K] layout (--state-vk)\n");
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
     if (o.l2norm || o.out_norm)
