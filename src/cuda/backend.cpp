@@ -58,6 +58,7 @@ gdn_status_t ensure_device_setup(int device) {
         e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = set_chunk_prep_attributes(size_t(optin));
     if (e == cudaSuccess) e = set_chunk_scan_attributes(size_t(optin));
+    if (e == cudaSuccess) e = set_decode_attributes(size_t(optin));
 #if defined(GDN_CUDA_FUSED64)
     if (e == cudaSuccess) e = set_fused64_attributes(size_t(optin));
 #endif

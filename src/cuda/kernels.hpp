@@ -89,9 +89,11 @@ cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int t
 // The decode step (max_seqlen == 1, K in {64, 128}; a [K][V] state of any V
 // and slot stride, V <= 128 with the output norm; a [V][K] state where
 // decode_takes_vk): a persistent grid walking (sequence, value head, column
-// block) items with the next item's loads in flight (decode_stream_kernel),
-// or one block per row with the output norm (decode_kernel, [K][V]). Gives
-// the sequential kernel's bits (same sums in the same order).
+// block) items with the next item's loads in flight, a block an item
+// (decode_stream_kernel) or, for [K][V] batches of a few to a few dozen
+// sequences, a warp an item (decode_warp_kernel); or one block per row with
+// the output norm (decode_kernel, [K][V]). Gives the sequential kernel's bits
+// (same sums in the same order).
 cudaError_t launch_decode(const Params& p, cudaStream_t stream);
 // Whether the decode step takes a [V][K] state: no output norm, the pool and
 // its slot stride 16-byte aligned.
@@ -154,6 +156,8 @@ cudaError_t set_fused64_attributes(size_t smem_limit);
 // device (those that fit `smem_limit`, the device's opt-in maximum). Called
 // once per device.
 cudaError_t set_chunk_prep_attributes(size_t smem_limit);
+// The same for the decode's warp kernel (sequential.cu).
+cudaError_t set_decode_attributes(size_t smem_limit);
 cudaError_t set_chunk_scan_attributes(size_t smem_limit);
 
 }  // namespace gdn::cuda

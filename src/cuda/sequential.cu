@@ -711,6 +711,278 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     }
 }
 
+// Decode kernel v5 ([K][V], no output norm; perf-notes v80): a warp an
+// item. v4's block per item had its four warps meet at four barriers a token
+// (warp 0's normalisation between three of them, the sums' partials at the
+// fourth), and its rate followed the number of resident blocks that hide
+// those stretches (v76-v78). Here one warp owns a 32-column item and no
+// barrier of the block is left: the item's state comes to the warp's shared
+// memory by 16-byte cp.async (two stages a warp: the next item's copies are
+// out while the current item computes; K rows of 32 floats, row r at 32 r),
+// the warp normalises q and k itself, and lane l takes columns 4 (l % 8) ..
+// + 3 in decode_sums' part l / 8 (rows 16 j + 4 part + e): 16-byte shared
+// loads (a quarter warp reads a 128-byte row piece), decode_sums' FMA chains
+// in its order, the four parts' partials joined by two shuffles and added as
+// decode_sums adds them (the same bits), and the new rows stored 16 bytes a
+// lane (a warp store is four 128-byte row pieces). Needs the pool and its
+// slot stride 16-byte aligned and V % 4 == 0 (decode_takes_warp).
+constexpr int kWarpCols = 32;
+// A warp's shared memory: two stages of K x 32 floats, q and k rows.
+template <int KT>
+__host__ __device__ constexpr int warp_floats() {
+    return 2 * KT * kWarpCols + 2 * KT;
+}
+// The most warps a block (the launch bounds: up to 255 registers a thread).
+constexpr int kWarpCap = 8;
+
+// An item of the warp kernel: its sequence's bookkeeping, head and columns.
+struct WarpItem {
+    DecodeMeta m;
+    int32_t h, c0;
+};
+
+template <int KT, int VT>
+__global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Params p, int32_t items) {
+    constexpr int QR = KT / 32;                      // q and k elements a lane stages
+    constexpr int NX = 2 * QR + 6;                   // q, k, v (four columns), g, β bits of an item's first token
+    constexpr int PIECES = KT * kWarpCols / 4 / 32;  // 16-byte state pieces a lane copies
+    constexpr int J = KT / (4 * kSplit);             // decode_sums' float4 groups of a part
+    extern __shared__ __align__(16) float warp_smem[];
+    const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+    const int nw = int(blockDim.x) >> 5;
+    const int part = lane >> 3;         // decode_sums' part
+    const int cq = 4 * (lane & 7);      // columns cq .. cq + 3 of the item
+    float* const stage0 = warp_smem + warp * warp_floats<KT>();
+    float* const stage1 = stage0 + KT * kWarpCols;
+    float* const q_s = stage1 + KT * kWarpCols;
+    float* const k_s = q_s + KT;
+    const int32_t nv = VT > 0 ? VT : p.V;
+    const int32_t col_blocks = (nv + kWarpCols - 1) / kWarpCols;
+    const uint32_t ldv = VT > 0 ? uint32_t(VT) : uint32_t(p.V);
+    const int32_t GW = int32_t(gridDim.x) * nw;  // warps in the grid
+    const int32_t first = int32_t(blockIdx.x) * nw + warp;
+
+    // Item i: sequence n, value head h, columns c0 ..
+    auto where = [&](int32_t i, int32_t& n, int32_t& h, int32_t& c0) {
+        const int32_t nh = i / col_blocks;
+        c0 = (i - nh * col_blocks) * kWarpCols;
+        n = nh / p.Hv;
+        h = nh - n * p.Hv;
+    };
+    if ((p.flags & GDN_FLAG_PDL) && first < items) {  // this warp's first item, before the wait
+        int32_t n, h, c0;
+        where(first, n, h, c0);
+        prefetch_state_hint<KT, kWarpCols, false>(p, n, h, c0, lane, 32);
+    }
+    grid_dependency_wait();  // GDN_FLAG_PDL (recurrent_kernel's comment)
+    if (first >= items) return;
+
+    auto item = [&](int32_t i) {
+        WarpItem w{{-1, 0, 0, 0}, 0, 0};
+        if (i < items) {
+            int32_t n;
+            where(i, n, w.h, w.c0);
+            w.m.slot = seq_slot(p, n);
+            w.m.zero = seq_from_zero(p, n) ? 1 : 0;
+            w.m.bos = int32_t(seq_begin(p, n));
+            w.m.end = int32_t(seq_end(p, n));
+        }
+        return w;
+    };
+    // The item's first-token bits into x and its state into stage st (zeros
+    // from a zero start or past V), one commit group (empty for padding, an
+    // empty sequence or no item).
+    auto issue = [&](const WarpItem& w, float* st, uint32_t (&x)[NX]) {
+        const DecodeMeta& m = w.m;
+        const bool tok = m.slot >= 0 && m.end > m.bos;  // (slot -1: no item)
+        const int32_t kh = key_head_of(p, w.h);
+        const int64_t t0 = int64_t(m.bos);
+#pragma unroll
+        for (int e = 0; e < QR; ++e) {
+            const int r = lane + 32 * e;
+            x[e] = tok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + r) : 0u;
+            x[QR + e] = tok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + r) : 0u;
+        }
+        const bool v_ok = tok && w.c0 + cq < nv;  // (V % 4 == 0: the four columns or none)
+        const int64_t v_at = t0 * p.v_tok + w.h * p.v_head + w.c0 + cq;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[2 * QR + e] = v_ok ? load_bits(p.v, p.in_dt, v_at + e) : 0u;
+        x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + w.h * p.g_head) : 0u;
+        x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + w.h * p.b_head) : 0u;
+        if (tok) {
+            // Piece lane + 32 e: row 4 e + lane / 8, columns 4 (lane % 8) .. (the
+            // offsets from one address; a piece past V or of a zero start reads
+            // nothing and fills zeros, and its address is kept inside the head's
+            // rows all the same: the block's first columns for one past V).
+            const int pq = (lane & 7) * 4;
+            const bool in_v = w.c0 + pq < nv;
+            const int bytes = !m.zero && in_v ? 16 : 0;
+            const float* src = head_state(p, m.slot, w.h) + (int64_t(lane >> 3) * ldv + w.c0 + (in_v ? pq : 0));
+            float* dst = st + (lane >> 3) * kWarpCols + pq;
+#pragma unroll
+            for (int e = 0; e < PIECES; ++e) cp_async16(dst + 4 * e * kWarpCols, src + uint32_t(4 * e) * ldv, bytes);
+        }
+        cp_async_commit();
+    };
+    // The item (first-token bits x) from its stage st.
+    auto work = [&](const WarpItem& w, float* st, const uint32_t (&x)[NX]) {
+        const DecodeMeta& m = w.m;
+        const int32_t h = w.h, c = w.c0 + cq;  // this lane's first column
+        const bool col_ok = c < nv;           // (and the other three's)
+        const int32_t len = m.end - m.bos;
+        if (m.slot < 0 || (len == 0 && !m.zero)) return;  // nothing to read or write
+        float* const sc = head_state(p, m.slot, h) + c;   // row 0 of columns c ..
+        // Row r of the lane's four columns in the stage and in the pool.
+        auto at = [&](int r) { return reinterpret_cast<float4*>(st + r * kWarpCols + cq); };
+        auto pool = [&](int r) { return reinterpret_cast<float4*>(sc + uint32_t(r) * ldv); };
+        for (int32_t t = 0; t < len; ++t) {
+            const int64_t tok = int64_t(m.bos) + t;
+            __syncwarp();  // the previous token's readers of q_s and k_s are done
+            float vc[4], decay, beta;
+            if (t == 0) {
+#pragma unroll
+                for (int e = 0; e < QR; ++e) {
+                    q_s[lane + 32 * e] = bits_to_float(x[e], p.in_dt);
+                    k_s[lane + 32 * e] = bits_to_float(x[QR + e], p.in_dt);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) vc[e] = col_ok ? bits_to_float(x[2 * QR + e], p.in_dt) : 0.0f;
+                decay = expf(gate_of(p, bits_to_float(x[2 * QR + 4], p.gate_dt), h));
+                beta = beta_of(p, bits_to_float(x[2 * QR + 5], p.gate_dt));
+            } else {  // more tokens (max_seqlen == 1 says there are none: right anyway)
+                const int32_t kh = key_head_of(p, h);
+#pragma unroll
+                for (int e = 0; e < QR; ++e) {
+                    q_s[lane + 32 * e] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + lane + 32 * e);
+                    k_s[lane + 32 * e] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + lane + 32 * e);
+                }
+                const int64_t v_at = tok * p.v_tok + h * p.v_head + c;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) vc[e] = col_ok ? load_float(p.v, p.in_dt, v_at + e) : 0.0f;
+                decay = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
+                beta = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
+            }
+            __syncwarp();
+            const float kq = normalise_row(p, q_s, k_s, KT, lane);
+            __syncwarp();
+            // decode_sums' chains of this lane's part for its four columns.
+            const float4* k4 = reinterpret_cast<const float4*>(k_s);
+            const float4* q4 = reinterpret_cast<const float4*>(q_s);
+            float kv0[4] = {}, kv1[4] = {}, sq0[4] = {}, sq1[4] = {};
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const float4 kr = k4[j * kSplit + part];
+                const float4 qr = q4[j * kSplit + part];
+                const int r = 16 * j + 4 * part;
+                const float4 s0 = *at(r), s1 = *at(r + 1), s2 = *at(r + 2), s3 = *at(r + 3);
+                const float a0[4] = {s0.x, s0.y, s0.z, s0.w}, a1[4] = {s1.x, s1.y, s1.z, s1.w};
+                const float a2[4] = {s2.x, s2.y, s2.z, s2.w}, a3[4] = {s3.x, s3.y, s3.z, s3.w};
+#pragma unroll
+                for (int cc = 0; cc < 4; ++cc) {
+                    kv0[cc] = fmaf(a0[cc], kr.x, kv0[cc]);
+                    kv1[cc] = fmaf(a1[cc], kr.y, kv1[cc]);
+                    kv0[cc] = fmaf(a2[cc], kr.z, kv0[cc]);
+                    kv1[cc] = fmaf(a3[cc], kr.w, kv1[cc]);
+                    sq0[cc] = fmaf(a0[cc], qr.x, sq0[cc]);
+                    sq1[cc] = fmaf(a1[cc], qr.y, sq1[cc]);
+                    sq0[cc] = fmaf(a2[cc], qr.z, sq0[cc]);
+                    sq1[cc] = fmaf(a3[cc], qr.w, sq1[cc]);
+                }
+            }
+            // The parts' partials: P0 + P1 and P2 + P3 (xor 8), then their sum (xor 16),
+            // the lower parts' first, as decode_sums adds them.
+            float kv[4], sq[4];
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc) {
+                const float pk = kv0[cc] + kv1[cc], pqq = sq0[cc] + sq1[cc];
+                const float ok1 = __shfl_xor_sync(0xffffffffu, pk, 8), oq1 = __shfl_xor_sync(0xffffffffu, pqq, 8);
+                const float ak = (part & 1) ? ok1 + pk : pk + ok1, aq = (part & 1) ? oq1 + pqq : pqq + oq1;
+                const float ok2 = __shfl_xor_sync(0xffffffffu, ak, 16), oq2 = __shfl_xor_sync(0xffffffffu, aq, 16);
+                kv[cc] = (part & 2) ? ok2 + ak : ak + ok2;
+                sq[cc] = (part & 2) ? oq2 + aq : aq + oq2;
+            }
+            float d[4], o[4];
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc) {
+                d[cc] = beta * fmaf(-decay, kv[cc], vc[cc]);
+                o[cc] = fmaf(decay, sq[cc], kq * d[cc]);
+            }
+            // Lane l stores column cq + part's output (the 32 lanes, the 32 columns).
+            if (col_ok) {
+                const float op = part == 0 ? o[0] : part == 1 ? o[1] : part == 2 ? o[2] : o[3];
+                store_float(p.out, p.out_dt, tok * p.o_tok + h * p.o_head + c + part, op);
+            }
+            // decode_update's expression over this lane's rows: the last token's to the
+            // pool, an earlier token's back to the stage. The rows are read again from
+            // the stage, not kept from the sums (kept, ptxas spilled).
+            asm volatile("" ::: "memory");
+            auto update = [&](int r, float kr) {
+                const float4 sv = *at(r);
+                return make_float4(fmaf(kr, d[0], decay * sv.x), fmaf(kr, d[1], decay * sv.y),
+                                   fmaf(kr, d[2], decay * sv.z), fmaf(kr, d[3], decay * sv.w));
+            };
+            if (t + 1 == len) {
+                if (col_ok)
+#pragma unroll
+                    for (int j = 0; j < J; ++j) {
+                        const float4 kr = k4[j * kSplit + part];
+                        const int r = 16 * j + 4 * part;
+                        *pool(r) = update(r, kr.x);
+                        *pool(r + 1) = update(r + 1, kr.y);
+                        *pool(r + 2) = update(r + 2, kr.z);
+                        *pool(r + 3) = update(r + 3, kr.w);
+                    }
+            } else {
+#pragma unroll
+                for (int j = 0; j < J; ++j) {
+                    const float4 kr = k4[j * kSplit + part];
+                    const int r = 16 * j + 4 * part;
+                    *at(r) = update(r, kr.x);
+                    *at(r + 1) = update(r + 1, kr.y);
+                    *at(r + 2) = update(r + 2, kr.z);
+                    *at(r + 3) = update(r + 3, kr.w);
+                }
+            }
+        }
+        if (len == 0 && col_ok)  // a zero start without tokens: the slot zeroed
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) *pool(16 * j + 4 * part + e) = make_float4(0.f, 0.f, 0.f, 0.f);
+    };
+    // Works item wc (item i) from stage sc with bits xc while item i + GW's
+    // copies (wn, worked out a step ago) go to stage sn and bits xn; leaves
+    // item i + 2 GW in wc (which the next step reads as its wn).
+    auto step = [&](int32_t i, WarpItem& wc, float* sc, const uint32_t (&xc)[NX], const WarpItem& wn, float* sn,
+                    uint32_t (&xn)[NX]) {
+        __syncwarp();  // every lane is done with stage sn (item i - GW)
+        issue(wn, sn, xn);
+        // This warp's last item (its loads are out): the next kernel may
+        // launch once every block is here, and wait.
+        if (i + GW >= items) allow_dependent_launch();
+        const WarpItem wnn = item(i + 2 * GW);
+        cp_async_wait_group<1>();  // item i's copies (this lane's) are done
+        __syncwarp();              // and every lane's
+        work(wc, sc, xc);
+        wc = wnn;
+    };
+
+    uint32_t xA[NX], xB[NX];
+    int32_t i = first;
+    WarpItem wA = item(i);
+    issue(wA, stage0, xA);
+    WarpItem wB = item(i + GW);
+    for (;;) {
+        step(i, wA, stage0, xA, wB, stage1, xB);
+        i += GW;
+        if (i >= items) break;
+        step(i, wB, stage1, xB, wA, stage0, xA);
+        i += GW;
+        if (i >= items) break;
+    }
+    cp_async_wait_all();  // (only empty groups can be left: nothing in flight at exit)
+}
+
 // GDN_FLAG_PDL: each of these kernels is a call's only one, launched as a
 // programmatic dependent of the caller's work ahead (backend.cpp clears the
 // flag below sm_90).
@@ -760,6 +1032,12 @@ cudaError_t launch_decode_bc(const Params& p, int block_cols, cudaStream_t strea
 // Below this many 32-column items the decode kernel takes 16 columns per
 // item (a speed choice only: the bits do not depend on the tile).
 constexpr int64_t kDecodeSmallGrid = 512;
+
+// [K][V] without the output norm: below this many 32-column items (from
+// kDecodeSmallGrid on) the warp kernel (v5) takes the decode, from it v4's
+// block an item (H200, perf-notes v80: at H_v 48 the warp kernel is 7-14%
+// faster at N = 4-16, even at N = 64, 2.4% slower at N = 256).
+constexpr int64_t kDecodeWarpItems = 8192;
 
 // GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
 // streaming kernel takes the decode, a row an item; below, v3's kernel, a
@@ -815,6 +1093,57 @@ cudaError_t launch_decode_v4(const Params& p, int bc, int64_t items, cudaStream_
                       : launch_decode_stream<KT, 32, 0, false>(p, items, stream);
 }
 
+// decode_warp_kernel's block: its warps (as many as the device's opt-in
+// shared memory per block holds, up to kWarpCap) and resident blocks per SM,
+// once per device. {0, 0} where fewer than kWarpMin warps fit: v4's kernel
+// then. The warp kernel was measured with 6 warps a block on the H200 (its
+// 227 KB hold 6 at K = 128): with 4 it was slower than v4 warm at N = 4-8
+// and at N = 64 (perf-notes v80), so devices that hold fewer (A100: 4;
+// sm_86/89: 2) keep v4.
+constexpr int kWarpMin = 6;
+struct WarpShape {
+    int warps, blocks;
+};
+template <int KT, int VT>
+WarpShape warp_shape(int device) {
+    static std::atomic<int> cached[64];  // warps << 8 | blocks, + 1 (0: not yet)
+    if (device >= 0 && device < 64)
+        if (const int c = cached[device].load(std::memory_order_relaxed)) return {(c - 1) >> 8, (c - 1) & 255};
+    int optin = 0, b = 0;
+    WarpShape s{0, 0};
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess) {
+        const int fit = optin / int(sizeof(float) * warp_floats<KT>());
+        const int w = fit < kWarpCap ? fit : kWarpCap;
+        if (w >= kWarpMin &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_warp_kernel<KT, VT>, 32 * w,
+                                                          size_t(w) * sizeof(float) * warp_floats<KT>()) ==
+                cudaSuccess &&
+            b >= 1)
+            s = {w, b < 255 ? b : 255};
+    }
+    (void)cudaGetLastError();  // not sticky; the caller checked that none was pending
+    if (device >= 0 && device < 64) cached[device].store(((s.warps << 8) | s.blocks) + 1, std::memory_order_relaxed);
+    return s;
+}
+
+// The warp kernel for `items` 32-column items; cudaErrorNotSupported where
+// the device holds too few of its warps a block (the caller takes v4's).
+template <int KT, int VT>
+cudaError_t launch_decode_warp(const Params& p, int64_t items, cudaStream_t stream) {
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device)) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
+    const WarpShape s = warp_shape<KT, VT>(device);
+    if (s.warps == 0) return cudaErrorNotSupported;
+    // As many rounds as the resident warps need, the items spread evenly.
+    const int64_t slots = int64_t(s.warps) * s.blocks * (sms > 0 ? sms : 1);
+    const int64_t rounds = (items + slots - 1) / slots;
+    const int64_t warps = (items + rounds - 1) / rounds;
+    const int64_t grid = (warps + s.warps - 1) / s.warps;
+    return launch_kernel(decode_warp_kernel<KT, VT>, dim3(unsigned(grid)), dim3(unsigned(32 * s.warps)),
+                         size_t(s.warps) * sizeof(float) * warp_floats<KT>(), stream, pdl(p), p, int32_t(items));
+}
+
 // GDN_FLAG_OUTPUT_NORM ([K][V]): the streaming kernel with a row an item.
 template <int KT>
 cudaError_t launch_decode_norm(const Params& p, int bc, int64_t items, cudaStream_t stream) {
@@ -838,6 +1167,16 @@ bool decode_takes_vk(const Params& p) {
            (reinterpret_cast<uintptr_t>(p.state) % 16) == 0 && p.slot_stride % 4 == 0 &&
            int64_t(p.num_seqs) * p.Hv * ((p.V + 15) / 16) <= (int64_t(1) << 30);
 }
+
+namespace {
+// Whether decode_warp_kernel takes a decode: [K][V], 16-byte state copies
+// (the pool, its slot stride and its rows 16-byte aligned: V % 4 == 0), no
+// output norm.
+bool decode_takes_warp(const Params& p) {
+    return p.state_kv && p.V % 4 == 0 && !(p.flags & GDN_FLAG_OUTPUT_NORM) &&
+           (reinterpret_cast<uintptr_t>(p.state) % 16) == 0 && p.slot_stride % 4 == 0;
+}
+}  // namespace
 
 cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
     if ((p.K != 64 && p.K != 128) || int64_t(p.K) * p.V >= (int64_t(1) << 31) ||
@@ -865,8 +1204,33 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
         // block per item) for such batches (> 2^30 items: terabytes of state).
         return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
     }
+    // [K][V] from kDecodeSmallGrid to kDecodeWarpItems 32-column items: a warp an item.
+    if (bc == 32 && items32 < kDecodeWarpItems && decode_takes_warp(p)) {
+        const cudaError_t e = p.K == 64 ? (p.V == 128 ? launch_decode_warp<64, 128>(p, items32, stream)
+                                                      : launch_decode_warp<64, 0>(p, items32, stream))
+                                        : (p.V == 128 ? launch_decode_warp<128, 128>(p, items32, stream)
+                                                      : launch_decode_warp<128, 0>(p, items32, stream));
+        if (e != cudaErrorNotSupported) return e;
+    }
     return p.K == 64 ? launch_decode_v4<64>(p, bc, items, stream)
                      : launch_decode_v4<128>(p, bc, items, stream);
+}
+
+cudaError_t set_decode_attributes(size_t smem_limit) {
+    // Each warp kernel's limit raised to the warps that fit (warp_shape).
+    const auto raise = [smem_limit](const void* kernel, size_t warp_bytes) {
+        size_t w = smem_limit / warp_bytes;
+        if (w > size_t(kWarpCap)) w = size_t(kWarpCap);
+        if (w < size_t(kWarpMin)) return cudaSuccess;
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(w * warp_bytes));
+    };
+    const cudaError_t e[] = {raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 128>), 4 * warp_floats<64>()),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 0>), 4 * warp_floats<64>()),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 128>), 4 * warp_floats<128>()),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 0>), 4 * warp_floats<128>())};
+    for (cudaError_t x : e)
+        if (x != cudaSuccess) return x;
+    return cudaSuccess;
 }
 
 cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int tile_tokens,

@@ -369,8 +369,50 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 613, empty sequences and padding mid-walk, K = V = 128");
     }
     {
-        const Spec s = decode_two_token_spec(GDN_STATE_KV, 39);  // 3200 items at 32 columns
-        decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1");
+        Spec s = decode_two_token_spec(GDN_STATE_KV, 39);  // 3200 items at 32 columns
+        decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1 (warp kernel)");
+        s.slot_pad = 3;
+        decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1, slot pad 3 (v4)");
+    }
+    // The warp kernel (v5: a warp a 32-column item, the state staged by 16-byte
+    // copies) takes [K][V] decodes of >= 512 such items whose pool, slot stride and
+    // rows are 16-byte aligned (V % 4 == 0); the cases above with slot pads 1 and 3
+    // run v4's kernel, the 2-token case and K = 64, V = 200 (a partial column
+    // block past V, zero-filled) the warp kernel. These run the walks above on it.
+    {
+        const Spec s = decode_pool_spec(GDN_STATE_KV, 4, 46);
+        decode_kernel_checks(s, "warp kernel: N = 300, K = V = 128, padding, zero-start, slot pad 4");
+        batch_equals_separate(s, "warp kernel: N = 300 decode batch vs separate runs");
+    }
+    {
+        const Spec s = decode_empty_sequences_spec(GDN_STATE_KV, 0, 47);
+        decode_kernel_checks(s, "warp kernel: N = 613, empty sequences and padding mid-walk, K = V = 128");
+    }
+    {
+        Spec s;  // 1031 items (prime), K = 64, V = 32, f32, slots 16-byte aligned
+        const int N = 1031;
+        s.seq_lens = std::vector<int32_t>(N, 1);
+        s.hk = 1, s.hv = 1, s.k = 64, s.v = 32;
+        s.flags = every;
+        s.num_state_slots = N + 4;
+        s.slot_pad = 4;
+        for (int i = 0; i < N; ++i) {
+            s.state_indices.push_back(i % 13 == 5 ? -1 : (i * 17) % (N + 4));
+            s.start_from_zero.push_back(uint8_t(i % 7 == 2));
+        }
+        s.seed = 48;
+        decode_kernel_checks(s, "warp kernel: N = 1031 items (prime), K = 64, V = 32, padding, zero-start");
+    }
+    {
+        Spec s;  // K = 128, V = 100 (the generic row stride; columns 96-99 of the last block)
+        s.seq_lens = std::vector<int32_t>(70, 1);
+        s.hk = 2, s.hv = 4, s.k = 128, s.v = 100;
+        s.input = GDN_DTYPE_F16;
+        s.flags = every;
+        s.start_from_zero = std::vector<uint8_t>(70, 0);
+        s.start_from_zero[3] = s.start_from_zero[69] = 1;
+        s.seed = 49;
+        decode_kernel_checks(s, "warp kernel: N = 70, K = 128, V = 100, f16");
     }
     {
         // The same with the output norm; empty sequences and padding mid-walk with it.

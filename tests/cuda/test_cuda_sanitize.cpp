@@ -144,18 +144,22 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         s.num_state_slots = 6;
         specs.push_back(s);
     }
-    // Decode without the output norm: the streaming decode kernel, each block
-    // walking several items, with padding and zero starts mid-walk; V = 128
-    // is its compile-time-V instance, V = 64 the generic one, and a [V][K]
-    // pool its 16-byte accesses. These run the sequential variants only (the
-    // chunked ones take a chunk per sequence and are slow under racecheck;
-    // the decode shape above runs them).
+    // Decode without the output norm: the persistent decode kernels, each
+    // block or warp walking several items, with padding and zero starts
+    // mid-walk; V = 128 is their compile-time-V instance, V = 64 the generic
+    // one, V = 100 (K = 128) a last column block partly past V (the warp
+    // kernel's copies of it read nothing), and a [V][K] pool v4's 16-byte
+    // accesses. These run the sequential variants only (the chunked ones take
+    // a chunk per sequence and are slow under racecheck; the decode shape
+    // above runs them).
     const size_t decode_from = specs.size();
-    for (int v : {128, 64, 0}) {  // 0: V = 128, [V][K]
+    for (int v : {128, 64, 100, 0}) {  // 0: V = 128, [V][K]
         Spec s;
         const int n = v == 64 ? 300 : 400;
         s.seq_lens = std::vector<int32_t>(n, 1);
-        s.hk = 1, s.hv = 2, s.k = s.v = v == 0 ? 128 : v;
+        s.hk = 1, s.hv = 2;
+        s.k = v == 64 ? 64 : 128;
+        s.v = v == 0 ? 128 : v;
         if (v == 0) s.layout = GDN_STATE_VK;
         s.input = GDN_DTYPE_BF16;
         s.num_state_slots = n;
