@@ -249,6 +249,24 @@ Spec decode_empty_sequences_spec(gdn_state_layout_t layout, int64_t slot_pad, ui
     s.seed = seed;
     return s;
 }
+// 1031 sequences of one token at one head of K = 64, V = 32 (1031 items: a
+// prime, so some blocks or warps walk one item fewer on any GPU), padding and
+// zero starts, f32, slot_pad floats between slots.
+Spec decode_prime_items_spec(int64_t slot_pad, uint64_t seed) {
+    Spec s;
+    const int N = 1031;
+    s.seq_lens = std::vector<int32_t>(N, 1);
+    s.hk = 1, s.hv = 1, s.k = 64, s.v = 32;
+    s.flags = kDecodeFlags;
+    s.num_state_slots = N + 4;
+    s.slot_pad = slot_pad;
+    for (int i = 0; i < N; ++i) {
+        s.state_indices.push_back(i % 13 == 5 ? -1 : (i * 17) % (N + 4));
+        s.start_from_zero.push_back(uint8_t(i % 7 == 2));
+    }
+    s.seed = seed;
+    return s;
+}
 // 200 sequences, some of 2 tokens under max_seqlen = 1 (the caller's bug;
 // still right), two of them from zero (7: two tokens from zero).
 Spec decode_two_token_spec(gdn_state_layout_t layout, uint64_t seed) {
@@ -350,18 +368,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
     // not a multiple of the grid on the H200), padding, empty sequences and
     // zero starts in the middle of a block's walk.
     {
-        Spec s;  // 1031 items (prime: some blocks walk one item fewer on any GPU), K = 64, V = 32, f32
-        const int N = 1031;
-        s.seq_lens = std::vector<int32_t>(N, 1);
-        s.hk = 1, s.hv = 1, s.k = 64, s.v = 32;
-        s.flags = every;
-        s.num_state_slots = N + 4;
-        s.slot_pad = 1;
-        for (int i = 0; i < N; ++i) {
-            s.state_indices.push_back(i % 13 == 5 ? -1 : (i * 17) % (N + 4));
-            s.start_from_zero.push_back(uint8_t(i % 7 == 2));
-        }
-        s.seed = 37;
+        const Spec s = decode_prime_items_spec(1, 37);
         decode_kernel_checks(s, "N = 1031 items (prime), K = 64, V = 32, padding, zero-start");
     }
     {
@@ -389,18 +396,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "warp kernel: N = 613, empty sequences and padding mid-walk, K = V = 128");
     }
     {
-        Spec s;  // 1031 items (prime), K = 64, V = 32, f32, slots 16-byte aligned
-        const int N = 1031;
-        s.seq_lens = std::vector<int32_t>(N, 1);
-        s.hk = 1, s.hv = 1, s.k = 64, s.v = 32;
-        s.flags = every;
-        s.num_state_slots = N + 4;
-        s.slot_pad = 4;
-        for (int i = 0; i < N; ++i) {
-            s.state_indices.push_back(i % 13 == 5 ? -1 : (i * 17) % (N + 4));
-            s.start_from_zero.push_back(uint8_t(i % 7 == 2));
-        }
-        s.seed = 48;
+        const Spec s = decode_prime_items_spec(4, 48);  // slots 16-byte aligned
         decode_kernel_checks(s, "warp kernel: N = 1031 items (prime), K = 64, V = 32, padding, zero-start");
     }
     {
