@@ -1101,6 +1101,14 @@ cudaError_t launch_decode_v4(const Params& p, int bc, int64_t items, cudaStream_
 // and at N = 64 (perf-notes v80), so devices that hold fewer (A100: 4;
 // sm_86/89: 2) keep v4.
 constexpr int kWarpMin = 6;
+// decode_warp_kernel<KT, *>'s warps a block under `smem_limit` bytes of opt-in
+// shared memory: as many as fit, up to kWarpCap; 0 where fewer than kWarpMin.
+template <int KT>
+int warps_that_fit(size_t smem_limit) {
+    const size_t fit = smem_limit / (sizeof(float) * warp_floats<KT>());
+    const int w = fit < size_t(kWarpCap) ? int(fit) : kWarpCap;
+    return w >= kWarpMin ? w : 0;
+}
 struct WarpShape {
     int warps, blocks;
 };
@@ -1112,9 +1120,8 @@ WarpShape warp_shape(int device) {
     int optin = 0, b = 0;
     WarpShape s{0, 0};
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess) {
-        const int fit = optin / int(sizeof(float) * warp_floats<KT>());
-        const int w = fit < kWarpCap ? fit : kWarpCap;
-        if (w >= kWarpMin &&
+        const int w = warps_that_fit<KT>(size_t(optin));
+        if (w > 0 &&
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, decode_warp_kernel<KT, VT>, 32 * w,
                                                           size_t(w) * sizeof(float) * warp_floats<KT>()) ==
                 cudaSuccess &&
@@ -1217,17 +1224,17 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
 }
 
 cudaError_t set_decode_attributes(size_t smem_limit) {
-    // Each warp kernel's limit raised to the warps that fit (warp_shape).
-    const auto raise = [smem_limit](const void* kernel, size_t warp_bytes) {
-        size_t w = smem_limit / warp_bytes;
-        if (w > size_t(kWarpCap)) w = size_t(kWarpCap);
-        if (w < size_t(kWarpMin)) return cudaSuccess;
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(w * warp_bytes));
+    // Each warp kernel's limit raised to the warps that fit (warp_shape's count).
+    const auto raise = [](const void* kernel, int warps, size_t warp_bytes) {
+        if (warps == 0) return cudaSuccess;
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(warps * warp_bytes));
     };
-    const cudaError_t e[] = {raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 128>), 4 * warp_floats<64>()),
-                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 0>), 4 * warp_floats<64>()),
-                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 128>), 4 * warp_floats<128>()),
-                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 0>), 4 * warp_floats<128>())};
+    const int w64 = warps_that_fit<64>(smem_limit), w128 = warps_that_fit<128>(smem_limit);
+    const size_t b64 = sizeof(float) * warp_floats<64>(), b128 = sizeof(float) * warp_floats<128>();
+    const cudaError_t e[] = {raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 128>), w64, b64),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<64, 0>), w64, b64),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 128>), w128, b128),
+                             raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 0>), w128, b128)};
     for (cudaError_t x : e)
         if (x != cudaSuccess) return x;
     return cudaSuccess;
