@@ -382,10 +382,12 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1, slot pad 3 (v4)");
     }
     // The warp kernel (v5: a warp a 32-column item, the state staged by 16-byte
-    // copies) takes [K][V] decodes of >= 512 such items whose pool, slot stride and
-    // rows are 16-byte aligned (V % 4 == 0); the cases above with slot pads 1 and 3
-    // run v4's kernel, the 2-token case and K = 64, V = 200 (a partial column
-    // block past V, zero-filled) the warp kernel. These run the walks above on it.
+    // copies) takes [K][V] decodes of 512 to 8191 such items whose pool, slot
+    // stride and rows are 16-byte aligned (V % 4 == 0), on devices that hold 6 of
+    // its warps a block (sm_90; elsewhere v4 runs these too); the cases above with
+    // slot pads 1 and 3 run v4's kernel, the 2-token case and K = 64, V = 200 (a
+    // partial column block past V, zero-filled) the warp kernel. These run the
+    // walks above on it.
     {
         const Spec s = decode_pool_spec(GDN_STATE_KV, 4, 46);
         decode_kernel_checks(s, "warp kernel: N = 300, K = V = 128, padding, zero-start, slot pad 4");
