@@ -91,7 +91,9 @@ cudaError_t launch_sequential(const Params& p, int k_tile, int block_cols, int t
 // decode_takes_vk): a persistent grid walking (sequence, value head, column
 // block) items with the next item's loads in flight, a block an item
 // (decode_stream_kernel) or, for [K][V] batches of a few to a few dozen
-// sequences, a warp an item (decode_warp_kernel); or one block per row with
+// sequences, a warp an item (decode_warp_kernel), for larger ones at
+// K = V = 128 on sm_90 a head an item by bulk copies (decode_tma_kernel); or
+// one block per row with
 // the output norm (decode_kernel, [K][V]). Gives the sequential kernel's bits
 // (same sums in the same order).
 cudaError_t launch_decode(const Params& p, cudaStream_t stream);

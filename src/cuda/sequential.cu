@@ -983,6 +983,256 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
     cp_async_wait_all();  // (only empty groups can be left: nothing in flight at exit)
 }
 
+// Decode kernel v6 (perf-notes v84): a head an item, by bulk copies. [K][V]
+// at K = V = 128 without the output norm, sm_90: one block an SM; a producer
+// thread (warp 8) brings each head's 64 KB state (one piece: the pool's rows
+// are V floats) into one of three shared stages by one cp.async.bulk, while
+// the eight compute warps work the head before it, and writes each head back
+// by another once they arrive on its mbarrier (each after
+// fence.proxy.async); warp w computes columns 16 w .. + 15: lane l columns
+// 16 w + 4 (l % 4) .. + 3 of decode_sums' part l / 8, one of the part's two
+// FMA chains (rows 16 j + 4 part + e, e = (l / 4) % 2 and + 2; the other
+// chain on lane l ^ 4), joined by shuffles in decode_sums' order: the
+// sequential kernel's bits. The state is updated in the stage. Zero starts
+// are not read (the lanes zero their elements); padding and empty sequences
+// without a zero start are neither read nor written. Needs the pool and its
+// slot stride 16-byte aligned (decode_takes_warp).
+constexpr int kTmaStages = 3;
+constexpr int kTmaWarps = 8;
+template <int KT>
+__host__ __device__ constexpr size_t tma_smem_bytes() {
+    return sizeof(float) * (size_t(kTmaStages) * KT * 128 + size_t(kTmaWarps) * 2 * KT) + 2 * kTmaStages * 8;
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void tma_mbar_init(uint64_t* b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tma_mbar_arrive(uint64_t* b) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void tma_mbar_arrive_tx(uint64_t* b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_mbar_wait(uint64_t* b, int parity) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@p bra DONE_%=;\n"
+        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"
+        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),
+        "r"(parity)
+        : "memory");
+}
+#endif
+
+template <int KT>
+__global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(const Params p, int32_t heads) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int VT = 128, NCG = 4;
+    constexpr int QR = KT / 32;
+    constexpr int NX = 2 * QR + 6;
+    constexpr int J = KT / (4 * kSplit);
+    constexpr uint32_t HB = uint32_t(KT) * VT * 4;
+    extern __shared__ __align__(128) float tma_smem[];
+    float* const stages = tma_smem;
+    uint64_t* const full = reinterpret_cast<uint64_t*>(stages + kTmaStages * KT * VT + kTmaWarps * 2 * KT);
+    uint64_t* const done = full + kTmaStages;
+    const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kTmaStages; ++s) {
+            tma_mbar_init(&full[s], 1);
+            tma_mbar_init(&done[s], kTmaWarps * 32);
+        }
+    }
+    __syncthreads();
+    if ((p.flags & GDN_FLAG_PDL) && warp == kTmaWarps) {  // the first head's state asked of L2, before the wait
+        const int32_t n = int32_t(blockIdx.x) / p.Hv;
+        prefetch_state_hint<KT, 128, false>(p, n, int32_t(blockIdx.x) - n * p.Hv, 0, lane, 32);
+    }
+    // (No early launch of the next kernel: it launches when this one ends.)
+    grid_dependency_wait();
+    const int32_t G = int32_t(gridDim.x);
+    const int32_t mine = (heads - int32_t(blockIdx.x) + G - 1) / G;  // this block's heads
+    auto meta = [&](int32_t k, DecodeMeta& m, int32_t& h) {
+        const int32_t hd = int32_t(blockIdx.x) + k * G;
+        const int32_t n = hd / p.Hv;
+        h = hd - n * p.Hv;
+        m.slot = seq_slot(p, n);
+        m.zero = seq_from_zero(p, n) ? 1 : 0;
+        m.bos = int32_t(seq_begin(p, n));
+        m.end = int32_t(seq_end(p, n));
+    };
+    if (warp == kTmaWarps) {  // the producer
+        if (lane == 0) {
+            auto load = [&](int32_t k) {
+                DecodeMeta m;
+                int32_t h;
+                meta(k, m, h);
+                uint64_t* const b = &full[k % kTmaStages];
+                if (m.slot >= 0 && !m.zero && m.end > m.bos) {
+                    tma_mbar_arrive_tx(b, HB);
+                    asm volatile(
+                        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                            smem_addr(stages + (k % kTmaStages) * KT * VT)),
+                        "l"(head_state(p, m.slot, h)), "r"(HB), "r"(smem_addr(b))
+                        : "memory");
+                } else {
+                    tma_mbar_arrive(b);
+                }
+            };
+            for (int32_t k = 0; k < mine && k < kTmaStages; ++k) load(k);
+            for (int32_t k = 0; k < mine; ++k) {
+                const int s = k % kTmaStages;
+                tma_mbar_wait(&done[s], (k / kTmaStages) & 1);
+                DecodeMeta m;
+                int32_t h;
+                meta(k, m, h);
+                if (m.slot >= 0 && (m.end > m.bos || m.zero)) {
+                    asm volatile(
+                        "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                        "cp.async.bulk.commit_group;\n" ::"l"(head_state(p, m.slot, h)),
+                        "r"(smem_addr(stages + s * KT * VT)), "r"(HB)
+                        : "memory");
+                }
+                if (k + kTmaStages < mine) {
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                    load(k + kTmaStages);
+                }
+            }
+            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+        }
+        return;
+    }
+    // The compute warps: warp w, columns 16 w + 4 (l % 4) .. + 3, decode_sums'
+    // part l / 8, chain (l / 4) % 2 (v81's lanes).
+    const int part = lane >> 3;
+    const int cq = 4 * (lane % NCG);
+    const int hf = (lane / NCG) % 2;
+    const int c = 16 * warp + cq;  // this lane's first column
+    float* const q_s = stages + kTmaStages * KT * VT + warp * 2 * KT;
+    float* const k_s = q_s + KT;
+    const float4* k4 = reinterpret_cast<const float4*>(k_s);
+    const float4* q4 = reinterpret_cast<const float4*>(q_s);
+    for (int32_t k = 0; k < mine; ++k) {
+        const int s = k % kTmaStages;
+        float* const st = stages + s * KT * VT;
+        DecodeMeta m;
+        int32_t h;
+        meta(k, m, h);
+        const int32_t len = m.end - m.bos;
+        const int32_t kh = key_head_of(p, h);
+        uint32_t x[NX];
+        const bool tok = m.slot >= 0 && len > 0;
+        {
+            const int64_t t0 = int64_t(m.bos);
+#pragma unroll
+            for (int e = 0; e < QR; ++e) {
+                x[e] = tok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + lane + 32 * e) : 0u;
+                x[QR + e] = tok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + lane + 32 * e) : 0u;
+            }
+            const int64_t v_at = t0 * p.v_tok + h * p.v_head + c;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[2 * QR + e] = tok ? load_bits(p.v, p.in_dt, v_at + e) : 0u;
+            x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
+            x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
+        }
+        tma_mbar_wait(&full[s], (k / kTmaStages) & 1);
+        auto at = [&](int r) { return reinterpret_cast<float4*>(st + r * VT + c); };
+        // This lane's rows 16 j + 4 part + e, e = hf and hf + 2.
+        auto rows = [&](auto&& put) {
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const int r = 16 * j + 4 * part + hf;
+                put(r, j, 0);
+                put(r + 2, j, 1);
+            }
+        };
+        if (m.slot >= 0 && m.zero && (len > 0 || m.zero))
+            rows([&](int r, int, int) { *at(r) = make_float4(0.f, 0.f, 0.f, 0.f); });
+        for (int32_t t = 0; m.slot >= 0 && t < len; ++t) {
+            const int64_t tok_i = int64_t(m.bos) + t;
+            __syncwarp();
+            float vc[4], decay, beta;
+            if (t == 0) {
+#pragma unroll
+                for (int e = 0; e < QR; ++e) {
+                    q_s[lane + 32 * e] = bits_to_float(x[e], p.in_dt);
+                    k_s[lane + 32 * e] = bits_to_float(x[QR + e], p.in_dt);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) vc[e] = bits_to_float(x[2 * QR + e], p.in_dt);
+                decay = expf(gate_of(p, bits_to_float(x[2 * QR + 4], p.gate_dt), h));
+                beta = beta_of(p, bits_to_float(x[2 * QR + 5], p.gate_dt));
+            } else {
+#pragma unroll
+                for (int e = 0; e < QR; ++e) {
+                    q_s[lane + 32 * e] = load_float(p.q, p.in_dt, tok_i * p.q_tok + kh * p.q_head + lane + 32 * e);
+                    k_s[lane + 32 * e] = load_float(p.k, p.in_dt, tok_i * p.k_tok + kh * p.k_head + lane + 32 * e);
+                }
+                const int64_t v_at = tok_i * p.v_tok + h * p.v_head + c;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) vc[e] = load_float(p.v, p.in_dt, v_at + e);
+                decay = expf(gate_of(p, load_float(p.g, p.gate_dt, tok_i * p.g_tok + h * p.g_head), h));
+                beta = beta_of(p, load_float(p.beta, p.gate_dt, tok_i * p.b_tok + h * p.b_head));
+            }
+            __syncwarp();
+            const float kq = normalise_row(p, q_s, k_s, KT, lane);
+            __syncwarp();
+            float kvc[4] = {}, sqc[4] = {};
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const float4 kr = k4[j * kSplit + part];
+                const float4 qr = q4[j * kSplit + part];
+                const float k0 = hf ? kr.y : kr.x, k2 = hf ? kr.w : kr.z;
+                const float q0 = hf ? qr.y : qr.x, q2 = hf ? qr.w : qr.z;
+                const int r = 16 * j + 4 * part + hf;
+                const float4 s0 = *at(r), s2 = *at(r + 2);
+                const float a0[4] = {s0.x, s0.y, s0.z, s0.w}, a2[4] = {s2.x, s2.y, s2.z, s2.w};
+#pragma unroll
+                for (int cc = 0; cc < 4; ++cc) {
+                    kvc[cc] = fmaf(a0[cc], k0, kvc[cc]);
+                    kvc[cc] = fmaf(a2[cc], k2, kvc[cc]);
+                    sqc[cc] = fmaf(a0[cc], q0, sqc[cc]);
+                    sqc[cc] = fmaf(a2[cc], q2, sqc[cc]);
+                }
+            }
+            float kv[4], sq[4];
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc) {
+                const float pk = kvc[cc] + __shfl_xor_sync(0xffffffffu, kvc[cc], NCG);
+                const float pqq = sqc[cc] + __shfl_xor_sync(0xffffffffu, sqc[cc], NCG);
+                const float ok1 = __shfl_xor_sync(0xffffffffu, pk, 8), oq1 = __shfl_xor_sync(0xffffffffu, pqq, 8);
+                const float ak = (part & 1) ? ok1 + pk : pk + ok1, aq = (part & 1) ? oq1 + pqq : pqq + oq1;
+                const float ok2 = __shfl_xor_sync(0xffffffffu, ak, 16), oq2 = __shfl_xor_sync(0xffffffffu, aq, 16);
+                kv[cc] = (part & 2) ? ok2 + ak : ak + ok2;
+                sq[cc] = (part & 2) ? oq2 + aq : aq + oq2;
+            }
+            float d[4], o[4];
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc) {
+                d[cc] = beta * fmaf(-decay, kv[cc], vc[cc]);
+                o[cc] = fmaf(decay, sq[cc], kq * d[cc]);
+            }
+            if (hf == 0) {
+                const float op = part == 0 ? o[0] : part == 1 ? o[1] : part == 2 ? o[2] : o[3];
+                store_float(p.out, p.out_dt, tok_i * p.o_tok + h * p.o_head + c + part, op);
+            }
+            rows([&](int r, int j, int second) {
+                const float4 kr = k4[j * kSplit + part];
+                const float kk = second ? (hf ? kr.w : kr.z) : (hf ? kr.y : kr.x);
+                const float4 sv = *at(r);
+                *at(r) = make_float4(fmaf(kk, d[0], decay * sv.x), fmaf(kk, d[1], decay * sv.y),
+                                     fmaf(kk, d[2], decay * sv.z), fmaf(kk, d[3], decay * sv.w));
+            });
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        tma_mbar_arrive(&done[s]);
+    }
+#else
+    (void)p, (void)heads;
+#endif
+}
+
 // GDN_FLAG_PDL: each of these kernels is a call's only one, launched as a
 // programmatic dependent of the caller's work ahead (backend.cpp clears the
 // flag below sm_90).
@@ -1035,9 +1285,12 @@ constexpr int64_t kDecodeSmallGrid = 512;
 
 // [K][V] without the output norm: below this many 32-column items (from
 // kDecodeSmallGrid on) the warp kernel (v5) takes the decode, from it v4's
-// block an item (H200, perf-notes v80: at H_v 48 the warp kernel is 7-14%
-// faster at N = 4-16, even at N = 64, 2.4% slower at N = 256).
+// block an item or v6 (H200, perf-notes v80: at H_v 48 the warp kernel is
+// 7-14% faster than v4 at N = 4-16, even at N = 64, 2.4% slower at N = 256).
 constexpr int64_t kDecodeWarpItems = 8192;
+// From kDecodeWarpItems on, at K = V = 128 on sm_90, decode_tma_kernel (v6)
+// takes it (H200, perf-notes v84: N = 64 at H_v 48 4% faster than v4, N = 256
+// 11%, N = 1024 12%; at N = 32 1.2% slower than the warp kernel).
 
 // GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
 // streaming kernel takes the decode, a row an item; below, v3's kernel, a
@@ -1151,6 +1404,33 @@ cudaError_t launch_decode_warp(const Params& p, int64_t items, cudaStream_t stre
                          size_t(s.warps) * sizeof(float) * warp_floats<KT>(), stream, pdl(p), p, int32_t(items));
 }
 
+// Whether the device runs decode_tma_kernel: sm_90+ (bulk copies) with room
+// for its shared memory, once per device.
+bool tma_decode_fits(int device) {
+    static std::atomic<int> cached[64];  // 1 + fits (0: not yet)
+    if (device >= 0 && device < 64)
+        if (const int c = cached[device].load(std::memory_order_relaxed)) return c == 2;
+    int major = 0, optin = 0;
+    const bool fits = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess &&
+                      major >= 9 && size_t(optin) >= tma_smem_bytes<128>();
+    (void)cudaGetLastError();  // not sticky; the caller checked that none was pending
+    if (device >= 0 && device < 64) cached[device].store(fits ? 2 : 1, std::memory_order_relaxed);
+    return fits;
+}
+// The bulk-copy kernel (v6), a block an SM; cudaErrorNotSupported where the
+// device cannot run it (the caller takes v4's).
+cudaError_t launch_decode_tma(const Params& p, cudaStream_t stream) {
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device)) return e;
+    if (!tma_decode_fits(device)) return cudaErrorNotSupported;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
+    const int64_t heads = int64_t(p.num_seqs) * p.Hv;
+    const int64_t grid = heads < sms ? heads : sms;
+    return launch_kernel(decode_tma_kernel<128>, dim3(unsigned(grid)), dim3(32 * (kTmaWarps + 1)),
+                         tma_smem_bytes<128>(), stream, pdl(p), p, int32_t(heads));
+}
+
 // GDN_FLAG_OUTPUT_NORM ([K][V]): the streaming kernel with a row an item.
 template <int KT>
 cudaError_t launch_decode_norm(const Params& p, int bc, int64_t items, cudaStream_t stream) {
@@ -1211,6 +1491,11 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
         // block per item) for such batches (> 2^30 items: terabytes of state).
         return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
     }
+    // [K][V] at K = V = 128 from kDecodeWarpItems 32-column items: a head an item by bulk copies.
+    if (bc == 32 && items32 >= kDecodeWarpItems && p.K == 128 && p.V == 128 && decode_takes_warp(p)) {
+        const cudaError_t e = launch_decode_tma(p, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
     // [K][V] from kDecodeSmallGrid to kDecodeWarpItems 32-column items: a warp an item.
     if (bc == 32 && items32 < kDecodeWarpItems && decode_takes_warp(p)) {
         const cudaError_t e = p.K == 64 ? (p.V == 128 ? launch_decode_warp<64, 128>(p, items32, stream)
@@ -1237,6 +1522,9 @@ cudaError_t set_decode_attributes(size_t smem_limit) {
                              raise(reinterpret_cast<const void*>(&decode_warp_kernel<128, 0>), w128, b128)};
     for (cudaError_t x : e)
         if (x != cudaSuccess) return x;
+    if (smem_limit >= tma_smem_bytes<128>())  // (tma_decode_fits also asks for sm_90)
+        return cudaFuncSetAttribute(reinterpret_cast<const void*>(&decode_tma_kernel<128>),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem_bytes<128>()));
     return cudaSuccess;
 }
 

@@ -413,6 +413,30 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "warp kernel: N = 70, K = 128, V = 100, f16");
     }
     {
+        // From 8192 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
+        // head an item): 1601 sequences x 4 heads (6404 heads over the SMs' rounds, no
+        // multiple of a round), padding, zero starts, empty sequences (zero-start or not)
+        // and 2-token sequences under max_seqlen = 1 mid-walk, slots 16-byte aligned in a
+        // pool of 1609 (a 421 MB pool); then slot pad 3 (v4's kernel) on the same walk.
+        Spec s;
+        const int N = 1601;
+        s.seq_lens.clear();  // (Spec's default is one 64-token sequence)
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = kDecodeFlags;
+        s.num_state_slots = N + 8;
+        for (int i = 0; i < N; ++i) {
+            s.seq_lens.push_back(i % 29 == 6 ? 0 : i % 31 == 9 ? 2 : 1);
+            s.state_indices.push_back(i % 23 == 11 ? -1 : (i * 7) % (N + 8));
+            s.start_from_zero.push_back(uint8_t(i % 5 == 2));
+        }
+        s.max_seqlen = 1;
+        s.seed = 50;
+        decode_kernel_checks(s, "bulk-copy kernel: N = 1601, 6404 heads, K = V = 128, padding, zero starts, 2 tokens");
+        s.slot_pad = 3;
+        decode_kernel_checks(s, "N = 1601, 6404 heads, slot pad 3 (v4)");
+    }
+    {
         // The same with the output norm; empty sequences and padding mid-walk with it.
         Spec s = decode_two_token_spec(GDN_STATE_KV, 40);
         s.flags |= GDN_FLAG_OUTPUT_NORM;
@@ -747,7 +771,8 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
 // same calls run one at a time, directly and captured in a graph. Our
 // kernels let their dependents launch early (the sequential kernel and the
 // fused one as their blocks start, the decode kernel once its last item's
-// loads are out), so a kernel that read its state before the wait would read
+// loads are out; the bulk-copy decode kernel at its end), so a kernel that
+// read its state before the wait would read
 // the state of the call before the last one. Below sm_90 the flag changes
 // nothing (and this checks that too).
 TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time, direct and in a graph",
@@ -761,6 +786,12 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         // N = 300 in a pool of 320 with padding and zero starts: blocks walk several items
         cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 51), "decode N = 300, pool"});
         cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 52), "decode N = 300, [V][K] pool"});
+        // The same walk with aligned slots on the warp kernel, and at 8 heads (9600
+        // 32-column items) on the bulk-copy kernel (sm_90).
+        cases.push_back({decode_pool_spec(GDN_STATE_KV, 4, 53), "decode N = 300, pool, slot pad 4 (warp kernel)"});
+        Spec s = decode_pool_spec(GDN_STATE_KV, 0, 54);
+        s.hv = 8;
+        cases.push_back({s, "decode N = 300 x 8 heads, pool, aligned slots (bulk-copy kernel)"});
     }
     {
         Spec s;  // the decode kernel with the output norm (one block a row)
@@ -936,6 +967,12 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
     }
     cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 61), "decode N = 300, pool of 320"});
     cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 62), "decode N = 300, [V][K] pool of 320"});
+    cases.push_back({decode_pool_spec(GDN_STATE_KV, 4, 63), "decode N = 300, pool of 320, slot pad 4 (warp kernel)"});
+    {
+        Spec s = decode_pool_spec(GDN_STATE_KV, 0, 64);
+        s.hv = 8;  // 9600 32-column items: the bulk-copy kernel (sm_90)
+        cases.push_back({s, "decode N = 300 x 8 heads, pool of 320 (bulk-copy kernel)"});
+    }
     for (const NamedSpec& c : cases) {
         INFO(c.what);
         Problem p(c.spec);
