@@ -1043,6 +1043,8 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
             tma_mbar_init(&full[s], 1);
             tma_mbar_init(&done[s], kTmaWarps * 32);
         }
+        // The inits visible to the bulk copies' completions (the async proxy).
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
     if ((p.flags & GDN_FLAG_PDL) && warp == kTmaWarps) {  // the first head's state asked of L2, before the wait
