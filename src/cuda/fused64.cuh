@@ -168,13 +168,7 @@ __device__ __forceinline__ float exp_ftz(float x) {
 // src/cuda/device_common.cuh); the other roles never reach this one.
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("barrier.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
-// mbarriers in shared memory: init, arrive, wait for the phase of the given parity.
-__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(b)) : "memory");
-}
+// mbarriers: mbar_init, mbar_arrive, mbar_arrive_tx, mbar_wait (src/cuda/device_common.cuh).
 // A head's two column halves as a cluster of two CTAs. This CTA's shared address as the
 // peer's (mapa), a remote arrive, `count` remote arrivals that also expect `bytes` of a bulk
 // copy, and the bulk copy from this CTA's shared memory into the peer's, which completes
@@ -216,14 +210,11 @@ __device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap* map, int x, i
     asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(x), "r"(hd), "r"(t)
                  : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_tx(uint64_t* b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// A wait traps after 2^26 polls (seconds) instead of hanging the device.
+// The probe built with -DGDN_PROBE_HANG_REPORT replaces device_common.cuh's mbar_wait.
 #if defined(GDN_FUSED64_PROFILE) && defined(GDN_PROBE_HANG_REPORT)
 // Debugging (the probe built with -DGDN_PROBE_HANG_REPORT): a wait that times out records
 // where (the first one) and returns; the results are then garbage.
@@ -242,17 +233,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
             return;
         }
     }
-}
-#else
-__device__ __forceinline__ void mbar_wait(uint64_t* b, int parity) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@p bra DONE_%=;\n"
-        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"
-        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),
-        "r"(parity)
-        : "memory");
 }
 #endif
 

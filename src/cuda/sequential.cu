@@ -711,6 +711,17 @@ __global__ void __launch_bounds__(BC * kSplit, stream_min_blocks(BC))
     }
 }
 
+// A column's row parts joined across a warp (the decode kernels of a part a
+// quarter warp: lanes l ^ 8 and l ^ 16): this lane's part's partials pk (S·k̂)
+// and pq (S·q̂) in, the column's sums out, added as decode_sums adds its
+// parts' partials, (P0 + P1) + (P2 + P3): the same bits.
+__device__ __forceinline__ float2 join_parts(float pk, float pq, int part) {
+    const float ok1 = __shfl_xor_sync(0xffffffffu, pk, 8), oq1 = __shfl_xor_sync(0xffffffffu, pq, 8);
+    const float ak = (part & 1) ? ok1 + pk : pk + ok1, aq = (part & 1) ? oq1 + pq : pq + oq1;
+    const float ok2 = __shfl_xor_sync(0xffffffffu, ak, 16), oq2 = __shfl_xor_sync(0xffffffffu, aq, 16);
+    return make_float2((part & 2) ? ok2 + ak : ak + ok2, (part & 2) ? oq2 + aq : aq + oq2);
+}
+
 // Decode kernel v5 ([K][V], no output norm; perf-notes v80): a warp an
 // item. v4's block per item had its four warps meet at four barriers a token
 // (warp 0's normalisation between three of them, the sums' partials at the
@@ -889,17 +900,12 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
                     sq1[cc] = fmaf(a3[cc], qr.w, sq1[cc]);
                 }
             }
-            // The parts' partials: P0 + P1 and P2 + P3 (xor 8), then their sum (xor 16),
-            // the lower parts' first, as decode_sums adds them.
+            // The parts' partials joined (join_parts).
             float kv[4], sq[4];
 #pragma unroll
             for (int cc = 0; cc < 4; ++cc) {
-                const float pk = kv0[cc] + kv1[cc], pqq = sq0[cc] + sq1[cc];
-                const float ok1 = __shfl_xor_sync(0xffffffffu, pk, 8), oq1 = __shfl_xor_sync(0xffffffffu, pqq, 8);
-                const float ak = (part & 1) ? ok1 + pk : pk + ok1, aq = (part & 1) ? oq1 + pqq : pqq + oq1;
-                const float ok2 = __shfl_xor_sync(0xffffffffu, ak, 16), oq2 = __shfl_xor_sync(0xffffffffu, aq, 16);
-                kv[cc] = (part & 2) ? ok2 + ak : ak + ok2;
-                sq[cc] = (part & 2) ? oq2 + aq : aq + oq2;
+                const float2 j = join_parts(kv0[cc] + kv1[cc], sq0[cc] + sq1[cc], part);
+                kv[cc] = j.x, sq[cc] = j.y;
             }
             float d[4], o[4];
 #pragma unroll
@@ -1003,27 +1009,6 @@ template <int KT>
 __host__ __device__ constexpr size_t tma_smem_bytes() {
     return sizeof(float) * (size_t(kTmaStages) * KT * 128 + size_t(kTmaWarps) * 2 * KT) + 2 * kTmaStages * 8;
 }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void tma_mbar_init(uint64_t* b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void tma_mbar_arrive(uint64_t* b) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(b)) : "memory");
-}
-__device__ __forceinline__ void tma_mbar_arrive_tx(uint64_t* b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void tma_mbar_wait(uint64_t* b, int parity) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nWAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@p bra DONE_%=;\n"
-        "add.u32 n, n, 1;\nsetp.gt.u32 p, n, 67108864;\n@p trap;\nbra WAIT_%=;\n"
-        "DONE_%=:\n}\n" ::"r"(smem_addr(b)),
-        "r"(parity)
-        : "memory");
-}
-#endif
 
 template <int KT>
 __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(const Params p, int32_t heads) {
@@ -1040,8 +1025,8 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
     const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
     if (threadIdx.x == 0) {
         for (int s = 0; s < kTmaStages; ++s) {
-            tma_mbar_init(&full[s], 1);
-            tma_mbar_init(&done[s], kTmaWarps * 32);
+            mbar_init(&full[s], 1);
+            mbar_init(&done[s], kTmaWarps * 32);
         }
         // The inits visible to the bulk copies' completions (the async proxy).
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -1072,20 +1057,20 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                 meta(k, m, h);
                 uint64_t* const b = &full[k % kTmaStages];
                 if (m.slot >= 0 && !m.zero && m.end > m.bos) {
-                    tma_mbar_arrive_tx(b, HB);
+                    mbar_arrive_tx(b, HB);
                     asm volatile(
                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                             smem_addr(stages + (k % kTmaStages) * KT * VT)),
                         "l"(head_state(p, m.slot, h)), "r"(HB), "r"(smem_addr(b))
                         : "memory");
                 } else {
-                    tma_mbar_arrive(b);
+                    mbar_arrive(b);
                 }
             };
             for (int32_t k = 0; k < mine && k < kTmaStages; ++k) load(k);
             for (int32_t k = 0; k < mine; ++k) {
                 const int s = k % kTmaStages;
-                tma_mbar_wait(&done[s], (k / kTmaStages) & 1);
+                mbar_wait(&done[s], (k / kTmaStages) & 1);
                 DecodeMeta m;
                 int32_t h;
                 meta(k, m, h);
@@ -1138,7 +1123,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
             x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
             x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
         }
-        tma_mbar_wait(&full[s], (k / kTmaStages) & 1);
+        mbar_wait(&full[s], (k / kTmaStages) & 1);
         auto at = [&](int r) { return reinterpret_cast<float4*>(st + r * VT + c); };
         // This lane's rows 16 j + 4 part + e, e = hf and hf + 2.
         auto rows = [&](auto&& put) {
@@ -1198,16 +1183,14 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                     sqc[cc] = fmaf(a2[cc], q2, sqc[cc]);
                 }
             }
+            // The part's two chains meet (lane ^ 4: kv0 + kv1 either way round, the same
+            // sum), then the parts (join_parts).
             float kv[4], sq[4];
 #pragma unroll
             for (int cc = 0; cc < 4; ++cc) {
-                const float pk = kvc[cc] + __shfl_xor_sync(0xffffffffu, kvc[cc], NCG);
-                const float pqq = sqc[cc] + __shfl_xor_sync(0xffffffffu, sqc[cc], NCG);
-                const float ok1 = __shfl_xor_sync(0xffffffffu, pk, 8), oq1 = __shfl_xor_sync(0xffffffffu, pqq, 8);
-                const float ak = (part & 1) ? ok1 + pk : pk + ok1, aq = (part & 1) ? oq1 + pqq : pqq + oq1;
-                const float ok2 = __shfl_xor_sync(0xffffffffu, ak, 16), oq2 = __shfl_xor_sync(0xffffffffu, aq, 16);
-                kv[cc] = (part & 2) ? ok2 + ak : ak + ok2;
-                sq[cc] = (part & 2) ? oq2 + aq : aq + oq2;
+                const float2 j = join_parts(kvc[cc] + __shfl_xor_sync(0xffffffffu, kvc[cc], NCG),
+                                            sqc[cc] + __shfl_xor_sync(0xffffffffu, sqc[cc], NCG), part);
+                kv[cc] = j.x, sq[cc] = j.y;
             }
             float d[4], o[4];
 #pragma unroll
@@ -1228,7 +1211,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
             });
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        tma_mbar_arrive(&done[s]);
+        mbar_arrive(&done[s]);
     }
 #else
     (void)p, (void)heads;
