@@ -1134,7 +1134,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                 put(r + 2, j, 1);
             }
         };
-        if (m.slot >= 0 && m.zero && (len > 0 || m.zero))
+        if (m.slot >= 0 && m.zero)  // a zero start: the state read as zeros (and written so without tokens)
             rows([&](int r, int, int) { *at(r) = make_float4(0.f, 0.f, 0.f, 0.f); });
         for (int32_t t = 0; m.slot >= 0 && t < len; ++t) {
             const int64_t tok_i = int64_t(m.bos) + t;
