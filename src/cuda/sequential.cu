@@ -1002,7 +1002,11 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
 // sequential kernel's bits. The state is updated in the stage. Zero starts
 // are not read (the lanes zero their elements); padding and empty sequences
 // without a zero start are neither read nor written. Needs the pool and its
-// slot stride 16-byte aligned (decode_takes_warp).
+// slot stride 16-byte aligned (decode_takes_warp). Each block lets the next
+// kernel launch (GDN_FLAG_PDL) as it starts its last head: that kernel cannot
+// take the SM before this block leaves, and waits for this grid before it
+// reads (perf-notes v85). A block leaves once its last store has read its
+// stage; the grid's end makes the writes visible.
 constexpr int kTmaStages = 3;
 constexpr int kTmaWarps = 8;
 template <int KT>
@@ -1036,7 +1040,6 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
         const int32_t n = int32_t(blockIdx.x) / p.Hv;
         prefetch_state_hint<KT, 128, false>(p, n, int32_t(blockIdx.x) - n * p.Hv, 0, lane, 32);
     }
-    // (No early launch of the next kernel: it launches when this one ends.)
     grid_dependency_wait();
     const int32_t G = int32_t(gridDim.x);
     const int32_t mine = (heads - int32_t(blockIdx.x) + G - 1) / G;  // this block's heads
@@ -1068,6 +1071,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                 }
             };
             for (int32_t k = 0; k < mine && k < kTmaStages; ++k) load(k);
+            if (mine <= kTmaStages) allow_dependent_launch();
             for (int32_t k = 0; k < mine; ++k) {
                 const int s = k % kTmaStages;
                 mbar_wait(&done[s], (k / kTmaStages) & 1);
@@ -1084,9 +1088,10 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                 if (k + kTmaStages < mine) {
                     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
                     load(k + kTmaStages);
+                    if (k + kTmaStages == mine - 1) allow_dependent_launch();
                 }
             }
-            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+            asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         }
         return;
     }
@@ -1108,6 +1113,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
         meta(k, m, h);
         const int32_t len = m.end - m.bos;
         const int32_t kh = key_head_of(p, h);
+        if (k == mine - 1) allow_dependent_launch();
         uint32_t x[NX];
         const bool tok = m.slot >= 0 && len > 0;
         {

@@ -437,6 +437,35 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 1601, 6404 heads, slot pad 3 (v4)");
     }
     {
+        // The bulk-copy kernel's last round (a block an SM, block b heads b + k SMs): R
+        // heads past the whole rounds, sized from this device's SM count: R = 0, 5,
+        // SMs / 2 + 1 and SMs - 3; one head a sequence, with padding, zero starts, empty
+        // and 2-token sequences among the last ones (the last round's heads).
+        const int sms = cuda_caps().multiprocessor_count;
+        const int rounds = (2048 + sms - 1) / sms;  // >= 2048 heads: 8192 32-column items
+        for (const int r : {0, 5, sms / 2 + 1, sms - 3}) {
+            Spec s;
+            const int N = rounds * sms + r;
+            s.seq_lens.clear();
+            s.hk = s.hv = 1, s.k = s.v = 128;
+            s.input = GDN_DTYPE_BF16;
+            s.flags = kDecodeFlags;
+            s.num_state_slots = N + 5;
+            for (int i = 0; i < N; ++i) {
+                const int back = N - 1 - i;  // counted from the last sequence
+                s.seq_lens.push_back(back % 9 == 4 ? 0 : back % 13 == 6 ? 2 : 1);
+                s.state_indices.push_back(back % 7 == 5 ? -1 : N + 4 - i);
+                s.start_from_zero.push_back(uint8_t(back % 4 == 1));
+            }
+            s.max_seqlen = 1;
+            s.seed = 60 + uint64_t(r);
+            const std::string what = "bulk-copy kernel's last round: N = " + std::to_string(N) + " heads, " +
+                                     std::to_string(r) + " past " + std::to_string(rounds) + " rounds of " +
+                                     std::to_string(sms) + " SMs";
+            decode_kernel_checks(s, what.c_str());
+        }
+    }
+    {
         // The same with the output norm; empty sequences and padding mid-walk with it.
         Spec s = decode_two_token_spec(GDN_STATE_KV, 40);
         s.flags |= GDN_FLAG_OUTPUT_NORM;
@@ -771,7 +800,8 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
 // same calls run one at a time, directly and captured in a graph. Our
 // kernels let their dependents launch early (the sequential kernel and the
 // fused one as their blocks start, the decode kernel once its last item's
-// loads are out; the bulk-copy decode kernel only at its end), so a kernel
+// loads are out; the bulk-copy decode kernel as each block starts its last
+// item), so a kernel
 // that read its state before the wait would read the state of the call
 // before the last one. Below sm_90 the flag changes
 // nothing (and this checks that too).
