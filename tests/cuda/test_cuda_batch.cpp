@@ -800,10 +800,9 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
 // same calls run one at a time, directly and captured in a graph. Our
 // kernels let their dependents launch early (the sequential kernel and the
 // fused one as their blocks start, the decode kernel once its last item's
-// loads are out; the bulk-copy decode kernel as each block starts its last
-// item), so a kernel
-// that read its state before the wait would read the state of the call
-// before the last one. Below sm_90 the flag changes
+// loads are out, the bulk-copy decode kernel as each block starts its last
+// head), so a kernel that read its state before the wait would read the
+// state of the call before the last one. Below sm_90 the flag changes
 // nothing (and this checks that too).
 TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time, direct and in a graph",
           "[cuda][graph][pdl]") {
