@@ -458,11 +458,11 @@ void Harness::layouts() {
         switch (t.stride_mode % 6) {
             case 0: break;
             case 1:  // padded rows
-                hs = L.dim + 1 + int64_t(a & 7);
+                hs = int64_t(L.dim) + 1 + int64_t(a & 7);  // raw dims reach INT32_MAX
                 ts = saturate(i128(L.heads) * hs + int64_t(b & 7));
                 break;
             case 2:  // head-major: [head][token][dim]
-                ts = L.dim + int64_t(a & 3);
+                ts = int64_t(L.dim) + int64_t(a & 3);
                 hs = saturate(i128(T_) * ts + int64_t(b & 3));
                 break;
             case 3:  // a view into a fused projection row (row strides like 6145)
