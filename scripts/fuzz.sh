@@ -8,6 +8,11 @@
 #
 #   scripts/fuzz.sh [SECONDS] [BUILD_DIR]   (defaults: 60, build-rel-fuzz)
 #
+# GDN_FUZZ_SEED=N fixes libFuzzer's random seed, so that a run explores the
+# same inputs in the same order (a slower machine sees a prefix of them): CI
+# uses a fixed seed and gates on a reproducible run; a developer's long runs
+# leave it unset (a new seed each run) to look further.
+#
 # Compiler: clang-19 (Debian: clang-19 + libclang-rt-19-dev for the fuzzer
 # runtime) when it links a fuzzer, else clang-14 (clang-14 +
 # libclang-rt-14-dev); CXX=... overrides.
@@ -60,8 +65,10 @@ cmake --build "$build" -j"$jobs" --target gdn_fuzz_abi
 mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts"
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+seed_arg=()
+[[ -n "${GDN_FUZZ_SEED:-}" ]] && seed_arg=(-seed="$GDN_FUZZ_SEED")
 set +e
-"$build/tests/reliability/gdn_fuzz_abi" \
+"$build/tests/reliability/gdn_fuzz_abi" "${seed_arg[@]}" \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=3072 -max_len=1024 \
   -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/" \
   "$build/fuzz-corpus" tests/reliability/corpus tests/reliability/regressions 2>&1 | tee "$build/fuzz.log"
