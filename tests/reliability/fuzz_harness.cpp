@@ -504,7 +504,7 @@ void Harness::build_buffers() {
         extent_bytes[i] = lay_[i].negative ? -1 : lay_[i].extent * i128(lay_[i].esize);
     extent_bytes[kBufState] =
         slot_stride_ > 0 ? (i128(slots_ - 1) * slot_stride_ + i128(Hv_) * K_ * V_) * 4 : -1;
-    extent_bytes[kBufCuSeqlens] = i128(n_ + 1) * 4;
+    extent_bytes[kBufCuSeqlens] = (i128(n_) + 1) * 4;
     extent_bytes[kBufStateIndices] = i128(n_) * 4;
     extent_bytes[kBufStartFromZero] = i128(n_);
     extent_bytes[kBufALog] = i128(Hv_) * 4;
@@ -737,7 +737,7 @@ void Harness::derive_faults() {
         i128 bytes = 0;
         if (b < kNumStrided) bytes = lay_[b].extent * i128(lay_[b].esize);
         else if (b == kBufState) bytes = (i128(slots_ - 1) * slot_stride_ + slot) * 4;
-        else if (b == kBufCuSeqlens) bytes = i128(n_ + 1) * 4;
+        else if (b == kBufCuSeqlens) bytes = (i128(n_) + 1) * 4;
         else if (b == kBufStateIndices) bytes = i128(n_) * 4;
         else if (b == kBufStartFromZero) bytes = n_;
         else if (b == kBufNormWeight) bytes = i128(V_) * 4;
