@@ -8,9 +8,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [BUILD_DIR]   (defaults: 60, build-rel-fuzz)
 #
-# GDN_FUZZ_SEED=N fixes libFuzzer's random seed, so that a run explores the
-# same inputs in the same order (a slower machine sees a prefix of them): CI
-# uses a fixed seed and gates on a reproducible run; a developer's long runs
+# GDN_FUZZ_SEED=N fixes libFuzzer's random seed, so that runs make the same
+# random choices (a slower machine fewer of them; equal-size corpus files are
+# read in directory order): CI gates on a fixed seed; a developer's long runs
 # leave it unset (a new seed each run) to look further.
 #
 # Compiler: clang-19 (Debian: clang-19 + libclang-rt-19-dev for the fuzzer
