@@ -208,6 +208,7 @@ private:
     void build_problem();
     void check_problem();
     void layouts();
+    i128 extent_bytes(int b) const;
     void build_buffers();
     void fill_values();
     void build_sequence_arrays();
@@ -495,26 +496,33 @@ void Harness::layouts() {
     slot_stride_ = tensors_.state_slot_stride == 0 ? slot : tensors_.state_slot_stride;
 }
 
+// The bytes from buffer b's pointer that the run may read or write, by the
+// present sizes, strides and slot stride (a negative stride's extent is 0).
+i128 Harness::extent_bytes(int b) const {
+    if (b < kNumStrided) return lay_[b].extent * i128(lay_[b].esize);
+    switch (b) {
+        case kBufState: return (i128(slots_ - 1) * slot_stride_ + i128(Hv_) * K_ * V_) * 4;
+        case kBufCuSeqlens: return (i128(n_) + 1) * 4;
+        case kBufStateIndices: return i128(n_) * 4;
+        case kBufStartFromZero: return i128(n_);
+        case kBufNormWeight: return i128(V_) * 4;
+        default: return i128(Hv_) * 4;  // A_log, dt_bias
+    }
+}
+
 void Harness::build_buffers() {
     // The budget: everything the run could touch must fit, or the run is
     // made only when a fault stops it first.
     sizes_ok_ = problem_ok_ && n_ <= kMaxSeqs && i128(T_) * Hv_ * K_ * V_ <= kMaxWork;
-    i128 extent_bytes[kNumBuffers] = {};
-    for (int i = 0; i < kNumStrided; ++i)
-        extent_bytes[i] = lay_[i].negative ? -1 : lay_[i].extent * i128(lay_[i].esize);
-    extent_bytes[kBufState] =
-        slot_stride_ > 0 ? (i128(slots_ - 1) * slot_stride_ + i128(Hv_) * K_ * V_) * 4 : -1;
-    extent_bytes[kBufCuSeqlens] = (i128(n_) + 1) * 4;
-    extent_bytes[kBufStateIndices] = i128(n_) * 4;
-    extent_bytes[kBufStartFromZero] = i128(n_);
-    extent_bytes[kBufALog] = i128(Hv_) * 4;
-    extent_bytes[kBufDtBias] = i128(Hv_) * 4;
-    extent_bytes[kBufNormWeight] = i128(V_) * 4;
-    for (int b = 0; b < kNumBuffers; ++b)
-        if (extent_bytes[b] <= 0 || extent_bytes[b] > kMaxBufferBytes) sizes_ok_ = false;
+    i128 needed[kNumBuffers] = {};  // -1: no extent (a negative stride, no slot stride)
+    for (int b = 0; b < kNumBuffers; ++b) {
+        const bool none = b < kNumStrided ? lay_[b].negative : b == kBufState && slot_stride_ <= 0;
+        needed[b] = none ? -1 : extent_bytes(b);
+        if (needed[b] <= 0 || needed[b] > kMaxBufferBytes) sizes_ok_ = false;
+    }
 
     for (int b = 0; b < kNumBuffers; ++b) {
-        const size_t extent = sizes_ok_ ? size_t(extent_bytes[b]) : kTinyBytes;
+        const size_t extent = sizes_ok_ ? size_t(needed[b]) : kTinyBytes;
         // Pointer modes that offset the pointer need that many more bytes.
         uint8_t mode = 0;
         if (b < kNumStrided) mode = c_.tensor[b].ptr_mode % 8;
@@ -734,15 +742,7 @@ void Harness::derive_faults() {
     // certain when two pointers are equal; with real buffers, by range.
     auto range = [&](int b) -> std::pair<i128, i128> {
         const i128 begin = i128(reinterpret_cast<uintptr_t>(ptr[b]));
-        i128 bytes = 0;
-        if (b < kNumStrided) bytes = lay_[b].extent * i128(lay_[b].esize);
-        else if (b == kBufState) bytes = (i128(slots_ - 1) * slot_stride_ + slot) * 4;
-        else if (b == kBufCuSeqlens) bytes = (i128(n_) + 1) * 4;
-        else if (b == kBufStateIndices) bytes = i128(n_) * 4;
-        else if (b == kBufStartFromZero) bytes = n_;
-        else if (b == kBufNormWeight) bytes = i128(V_) * 4;
-        else bytes = i128(Hv_) * 4;
-        return {begin, begin + bytes};
+        return {begin, begin + extent_bytes(b)};
     };
     for (int w : {int(kOut), int(kBufState)}) {
         if (ptr[w] == nullptr) continue;
