@@ -1009,6 +1009,7 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
 // stage; the grid's end makes the writes visible.
 constexpr int kTmaStages = 3;
 constexpr int kTmaWarps = 8;
+constexpr int32_t kTmaRegRounds = 32;
 template <int KT>
 __host__ __device__ constexpr size_t tma_smem_bytes() {
     return sizeof(float) * (size_t(kTmaStages) * KT * 128 + size_t(kTmaWarps) * 2 * KT) + 2 * kTmaStages * 8;
@@ -1043,6 +1044,9 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
     grid_dependency_wait();
     const int32_t G = int32_t(gridDim.x);
     const int32_t mine = (heads - int32_t(blockIdx.x) + G - 1) / G;  // this block's heads
+    // Up to kTmaRegRounds heads a block the update takes the state and k̂ from the
+    // sums' registers (perf-notes v86: 2.5 µs off at N = 43-66, 1.7-2% slower at N = 256-1024).
+    const bool regs = heads / G <= kTmaRegRounds;
     auto meta = [&](int32_t k, DecodeMeta& m, int32_t& h) {
         const int32_t hd = int32_t(blockIdx.x) + k * G;
         const int32_t n = hd / p.Hv;
@@ -1172,14 +1176,20 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
             __syncwarp();
             float kvc[4] = {}, sqc[4] = {};
+            // This lane's state elements and k̂ rows, read from the stage once a token (its
+            // shared-memory traffic is what a head's compute waits on: perf-notes v86).
+            float4 sv[2 * J];
+            float kk[2 * J];
 #pragma unroll
             for (int j = 0; j < J; ++j) {
                 const float4 kr = k4[j * kSplit + part];
                 const float4 qr = q4[j * kSplit + part];
                 const float k0 = hf ? kr.y : kr.x, k2 = hf ? kr.w : kr.z;
                 const float q0 = hf ? qr.y : qr.x, q2 = hf ? qr.w : qr.z;
+                kk[2 * j] = k0, kk[2 * j + 1] = k2;
                 const int r = 16 * j + 4 * part + hf;
-                const float4 s0 = *at(r), s2 = *at(r + 2);
+                sv[2 * j] = *at(r), sv[2 * j + 1] = *at(r + 2);
+                const float4 s0 = sv[2 * j], s2 = sv[2 * j + 1];
                 const float a0[4] = {s0.x, s0.y, s0.z, s0.w}, a2[4] = {s2.x, s2.y, s2.z, s2.w};
 #pragma unroll
                 for (int cc = 0; cc < 4; ++cc) {
@@ -1209,11 +1219,12 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
                 store_float(p.out, p.out_dt, tok_i * p.o_tok + h * p.o_head + c + part, op);
             }
             rows([&](int r, int j, int second) {
-                const float4 kr = k4[j * kSplit + part];
-                const float kk = second ? (hf ? kr.w : kr.z) : (hf ? kr.y : kr.x);
-                const float4 sv = *at(r);
-                *at(r) = make_float4(fmaf(kk, d[0], decay * sv.x), fmaf(kk, d[1], decay * sv.y),
-                                     fmaf(kk, d[2], decay * sv.z), fmaf(kk, d[3], decay * sv.w));
+                // (Many heads a block: the stage read again, which measured faster there.)
+                const float4 k2r = regs ? float4{} : k4[j * kSplit + part];
+                const float kr = regs ? kk[2 * j + second] : second ? (hf ? k2r.w : k2r.z) : (hf ? k2r.y : k2r.x);
+                const float4 s = regs ? sv[2 * j + second] : *at(r);
+                *at(r) = make_float4(fmaf(kr, d[0], decay * s.x), fmaf(kr, d[1], decay * s.y),
+                                     fmaf(kr, d[2], decay * s.z), fmaf(kr, d[3], decay * s.w));
             });
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
