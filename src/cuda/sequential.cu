@@ -1494,7 +1494,9 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
         return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
     }
     // [K][V] at K = V = 128 from kDecodeWarpItems 32-column items: a head an item by bulk copies.
-    if (bc == 32 && items32 >= kDecodeWarpItems && p.K == 128 && p.V == 128 && decode_takes_warp(p)) {
+    // (perf-notes v87: v6 overtakes the warp kernel from 7168 items, from 6144 under GDN_FLAG_PDL.)
+    const int64_t tma_from = pdl(p) ? 6144 : 7168;
+    if (bc == 32 && items32 >= tma_from && p.K == 128 && p.V == 128 && decode_takes_warp(p)) {
         const cudaError_t e = launch_decode_tma(p, stream);
         if (e != cudaErrorNotSupported) return e;
     }
