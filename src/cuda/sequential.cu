@@ -722,6 +722,58 @@ __device__ __forceinline__ float2 join_parts(float pk, float pq, int part) {
     return make_float2((part & 2) ? ok2 + ak : ak + ok2, (part & 2) ? oq2 + aq : aq + oq2);
 }
 
+// The decode kernels' lane inputs (v5, v6): q and k elements lane + 32 e, the
+// four v values of columns c .. c + 3, g and β of value head h. The first
+// token's as raw bits, asked for before the item's state is waited on (zeros
+// where !tok, v's where !v_ok too).
+template <int QR>
+__device__ __forceinline__ void decode_first_bits(const Params& p, bool tok, bool v_ok, int64_t t0, int32_t h,
+                                                  int c, int lane, uint32_t (&x)[2 * QR + 6]) {
+    const int32_t kh = key_head_of(p, h);
+#pragma unroll
+    for (int e = 0; e < QR; ++e) {
+        const int r = lane + 32 * e;
+        x[e] = tok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + r) : 0u;
+        x[QR + e] = tok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + r) : 0u;
+    }
+    const int64_t v_at = t0 * p.v_tok + h * p.v_head + c;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[2 * QR + e] = v_ok ? load_bits(p.v, p.in_dt, v_at + e) : 0u;
+    x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
+    x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
+}
+// Token tok's inputs: q and k into q_s and k_s, v into vc (zeros where
+// !v_ok), e^g and β; the first token's from the bits in x, later ones loaded
+// (a sequence of more tokens than max_seqlen = 1 says: right anyway).
+template <int QR>
+__device__ __forceinline__ void decode_token_inputs(const Params& p, const uint32_t (&x)[2 * QR + 6], bool first,
+                                                    int64_t tok, int32_t h, int c, bool v_ok, int lane, float* q_s,
+                                                    float* k_s, float (&vc)[4], float& decay, float& beta) {
+    if (first) {
+#pragma unroll
+        for (int e = 0; e < QR; ++e) {
+            q_s[lane + 32 * e] = bits_to_float(x[e], p.in_dt);
+            k_s[lane + 32 * e] = bits_to_float(x[QR + e], p.in_dt);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vc[e] = v_ok ? bits_to_float(x[2 * QR + e], p.in_dt) : 0.0f;
+        decay = expf(gate_of(p, bits_to_float(x[2 * QR + 4], p.gate_dt), h));
+        beta = beta_of(p, bits_to_float(x[2 * QR + 5], p.gate_dt));
+    } else {
+        const int32_t kh = key_head_of(p, h);
+#pragma unroll
+        for (int e = 0; e < QR; ++e) {
+            q_s[lane + 32 * e] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + lane + 32 * e);
+            k_s[lane + 32 * e] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + lane + 32 * e);
+        }
+        const int64_t v_at = tok * p.v_tok + h * p.v_head + c;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vc[e] = v_ok ? load_float(p.v, p.in_dt, v_at + e) : 0.0f;
+        decay = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
+        beta = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
+    }
+}
+
 // Decode kernel v5 ([K][V], no output norm; perf-notes v80): a warp an
 // item. v4's block per item had its four warps meet at four barriers a token
 // (warp 0's normalisation between three of them, the sums' partials at the
@@ -806,20 +858,8 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
     auto issue = [&](const WarpItem& w, float* st, uint32_t (&x)[NX]) {
         const DecodeMeta& m = w.m;
         const bool tok = m.slot >= 0 && m.end > m.bos;  // (slot -1: no item)
-        const int32_t kh = key_head_of(p, w.h);
-        const int64_t t0 = int64_t(m.bos);
-#pragma unroll
-        for (int e = 0; e < QR; ++e) {
-            const int r = lane + 32 * e;
-            x[e] = tok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + r) : 0u;
-            x[QR + e] = tok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + r) : 0u;
-        }
-        const bool v_ok = tok && w.c0 + cq < nv;  // (V % 4 == 0: the four columns or none)
-        const int64_t v_at = t0 * p.v_tok + w.h * p.v_head + w.c0 + cq;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x[2 * QR + e] = v_ok ? load_bits(p.v, p.in_dt, v_at + e) : 0u;
-        x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + w.h * p.g_head) : 0u;
-        x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + w.h * p.b_head) : 0u;
+        // (V % 4 == 0: the four columns or none)
+        decode_first_bits<QR>(p, tok, tok && w.c0 + cq < nv, int64_t(m.bos), w.h, w.c0 + cq, lane, x);
         if (tok) {
             // Piece lane + 32 e: row 4 e + lane / 8, columns 4 (lane % 8) .. (the
             // offsets from one address; a piece past V or of a zero start reads
@@ -850,29 +890,7 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
             const int64_t tok = int64_t(m.bos) + t;
             __syncwarp();  // the previous token's readers of q_s and k_s are done
             float vc[4], decay, beta;
-            if (t == 0) {
-#pragma unroll
-                for (int e = 0; e < QR; ++e) {
-                    q_s[lane + 32 * e] = bits_to_float(x[e], p.in_dt);
-                    k_s[lane + 32 * e] = bits_to_float(x[QR + e], p.in_dt);
-                }
-#pragma unroll
-                for (int e = 0; e < 4; ++e) vc[e] = col_ok ? bits_to_float(x[2 * QR + e], p.in_dt) : 0.0f;
-                decay = expf(gate_of(p, bits_to_float(x[2 * QR + 4], p.gate_dt), h));
-                beta = beta_of(p, bits_to_float(x[2 * QR + 5], p.gate_dt));
-            } else {  // more tokens (max_seqlen == 1 says there are none: right anyway)
-                const int32_t kh = key_head_of(p, h);
-#pragma unroll
-                for (int e = 0; e < QR; ++e) {
-                    q_s[lane + 32 * e] = load_float(p.q, p.in_dt, tok * p.q_tok + kh * p.q_head + lane + 32 * e);
-                    k_s[lane + 32 * e] = load_float(p.k, p.in_dt, tok * p.k_tok + kh * p.k_head + lane + 32 * e);
-                }
-                const int64_t v_at = tok * p.v_tok + h * p.v_head + c;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) vc[e] = col_ok ? load_float(p.v, p.in_dt, v_at + e) : 0.0f;
-                decay = expf(gate_of(p, load_float(p.g, p.gate_dt, tok * p.g_tok + h * p.g_head), h));
-                beta = beta_of(p, load_float(p.beta, p.gate_dt, tok * p.b_tok + h * p.b_head));
-            }
+            decode_token_inputs<QR>(p, x, t == 0, tok, h, c, col_ok, lane, q_s, k_s, vc, decay, beta);
             __syncwarp();
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
             __syncwarp();
@@ -1116,23 +1134,10 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
         int32_t h;
         meta(k, m, h);
         const int32_t len = m.end - m.bos;
-        const int32_t kh = key_head_of(p, h);
         if (k == mine - 1) allow_dependent_launch();
         uint32_t x[NX];
         const bool tok = m.slot >= 0 && len > 0;
-        {
-            const int64_t t0 = int64_t(m.bos);
-#pragma unroll
-            for (int e = 0; e < QR; ++e) {
-                x[e] = tok ? load_bits(p.q, p.in_dt, t0 * p.q_tok + kh * p.q_head + lane + 32 * e) : 0u;
-                x[QR + e] = tok ? load_bits(p.k, p.in_dt, t0 * p.k_tok + kh * p.k_head + lane + 32 * e) : 0u;
-            }
-            const int64_t v_at = t0 * p.v_tok + h * p.v_head + c;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[2 * QR + e] = tok ? load_bits(p.v, p.in_dt, v_at + e) : 0u;
-            x[2 * QR + 4] = tok ? load_bits(p.g, p.gate_dt, t0 * p.g_tok + h * p.g_head) : 0u;
-            x[2 * QR + 5] = tok ? load_bits(p.beta, p.gate_dt, t0 * p.b_tok + h * p.b_head) : 0u;
-        }
+        decode_first_bits<QR>(p, tok, tok, int64_t(m.bos), h, c, lane, x);
         mbar_wait(&full[s], (k / kTmaStages) & 1);
         auto at = [&](int r) { return reinterpret_cast<float4*>(st + r * VT + c); };
         // This lane's rows 16 j + 4 part + e, e = hf and hf + 2.
@@ -1150,28 +1155,7 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
             const int64_t tok_i = int64_t(m.bos) + t;
             __syncwarp();
             float vc[4], decay, beta;
-            if (t == 0) {
-#pragma unroll
-                for (int e = 0; e < QR; ++e) {
-                    q_s[lane + 32 * e] = bits_to_float(x[e], p.in_dt);
-                    k_s[lane + 32 * e] = bits_to_float(x[QR + e], p.in_dt);
-                }
-#pragma unroll
-                for (int e = 0; e < 4; ++e) vc[e] = bits_to_float(x[2 * QR + e], p.in_dt);
-                decay = expf(gate_of(p, bits_to_float(x[2 * QR + 4], p.gate_dt), h));
-                beta = beta_of(p, bits_to_float(x[2 * QR + 5], p.gate_dt));
-            } else {
-#pragma unroll
-                for (int e = 0; e < QR; ++e) {
-                    q_s[lane + 32 * e] = load_float(p.q, p.in_dt, tok_i * p.q_tok + kh * p.q_head + lane + 32 * e);
-                    k_s[lane + 32 * e] = load_float(p.k, p.in_dt, tok_i * p.k_tok + kh * p.k_head + lane + 32 * e);
-                }
-                const int64_t v_at = tok_i * p.v_tok + h * p.v_head + c;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) vc[e] = load_float(p.v, p.in_dt, v_at + e);
-                decay = expf(gate_of(p, load_float(p.g, p.gate_dt, tok_i * p.g_tok + h * p.g_head), h));
-                beta = beta_of(p, load_float(p.beta, p.gate_dt, tok_i * p.b_tok + h * p.b_head));
-            }
+            decode_token_inputs<QR>(p, x, t == 0, tok_i, h, c, true, lane, q_s, k_s, vc, decay, beta);
             __syncwarp();
             const float kq = normalise_row(p, q_s, k_s, KT, lane);
             __syncwarp();
