@@ -14,6 +14,7 @@
 // tile computes, then staged in shared memory (with q/k norms, q·k and e^g
 // worked out once per token).
 #include <atomic>
+#include <cstdint>
 
 #include "cuda/device_common.cuh"
 
@@ -1027,14 +1028,21 @@ __global__ void __launch_bounds__(32 * kWarpCap, 1) decode_warp_kernel(const Par
 // stage; the grid's end makes the writes visible.
 constexpr int kTmaStages = 3;
 constexpr int kTmaWarps = 8;
+// Which heads update from the sums' registers (perf-notes v86, v88): all of
+// them up to kTmaRegRounds heads a block, else a block's first kTmaRegFirst and
+// last kTmaRegLast heads, whose compute the DRAM does not hide (the pipeline's
+// fill and the call's tail); the heads between read the stage again.
 constexpr int32_t kTmaRegRounds = 32;
+constexpr int32_t kTmaRegFirst = 2;
+constexpr int32_t kTmaRegLast = 4;
 template <int KT>
 __host__ __device__ constexpr size_t tma_smem_bytes() {
     return sizeof(float) * (size_t(kTmaStages) * KT * 128 + size_t(kTmaWarps) * 2 * KT) + 2 * kTmaStages * 8;
 }
 
 template <int KT>
-__global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(const Params p, int32_t heads) {
+__global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(const Params p, int32_t heads, int32_t reg_first,
+                                                                         int32_t reg_last) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int VT = 128, NCG = 4;
     constexpr int QR = KT / 32;
@@ -1062,9 +1070,6 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
     grid_dependency_wait();
     const int32_t G = int32_t(gridDim.x);
     const int32_t mine = (heads - int32_t(blockIdx.x) + G - 1) / G;  // this block's heads
-    // Up to kTmaRegRounds heads a block the update takes the state and k̂ from the
-    // sums' registers (perf-notes v86: 2.5 µs off at N = 43-66, 1.7-2% slower at N = 256-1024).
-    const bool regs = heads / G <= kTmaRegRounds;
     auto meta = [&](int32_t k, DecodeMeta& m, int32_t& h) {
         const int32_t hd = int32_t(blockIdx.x) + k * G;
         const int32_t n = hd / p.Hv;
@@ -1135,6 +1140,9 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
         meta(k, m, h);
         const int32_t len = m.end - m.bos;
         if (k == mine - 1) allow_dependent_launch();
+        // The update from the sums' registers (the same values, the same bits), or the
+        // stage read again (uniform over the block).
+        const bool regs = k < reg_first || k >= mine - reg_last;
         uint32_t x[NX];
         const bool tok = m.slot >= 0 && len > 0;
         decode_first_bits<QR>(p, tok, tok, int64_t(m.bos), h, c, lane, x);
@@ -1273,10 +1281,14 @@ constexpr int64_t kDecodeSmallGrid = 512;
 // kDecodeSmallGrid on) the warp kernel (v5) takes the decode, from it v4's
 // block an item or v6 (H200, perf-notes v80: at H_v 48 the warp kernel is
 // 7-14% faster than v4 at N = 4-16, even at N = 64, 2.4% slower at N = 256).
+// (Where v6 cannot run, the warp kernel stays up to here.)
 constexpr int64_t kDecodeWarpItems = 8192;
-// From kDecodeWarpItems on, at K = V = 128 on sm_90, decode_tma_kernel (v6)
-// takes it (H200, perf-notes v84: N = 64 at H_v 48 4% faster than v4, N = 256
-// 11%, N = 1024 12%; at N = 32 1.2% slower than the warp kernel).
+// From kDecodeTmaItems on (kDecodeTmaItemsPdl under GDN_FLAG_PDL), at K = V =
+// 128 on sm_90, decode_tma_kernel (v6) takes it (H200, perf-notes v84: N = 64
+// at H_v 48 4% faster than v4, N = 256 11%, N = 1024 12%; v87: it overtakes
+// the warp kernel from 7168 items, 6144 with the dependent launch).
+constexpr int64_t kDecodeTmaItems = 7168;
+constexpr int64_t kDecodeTmaItemsPdl = 6144;
 
 // GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
 // streaming kernel takes the decode, a row an item; below, v3's kernel, a
@@ -1413,8 +1425,9 @@ cudaError_t launch_decode_tma(const Params& p, cudaStream_t stream) {
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
     const int64_t heads = int64_t(p.num_seqs) * p.Hv;
     const int64_t grid = heads < sms ? heads : sms;
+    const int32_t first = heads / grid <= kTmaRegRounds ? INT32_MAX : kTmaRegFirst;  // INT32_MAX: every head
     return launch_kernel(decode_tma_kernel<128>, dim3(unsigned(grid)), dim3(32 * (kTmaWarps + 1)),
-                         tma_smem_bytes<128>(), stream, pdl(p), p, int32_t(heads));
+                         tma_smem_bytes<128>(), stream, pdl(p), p, int32_t(heads), first, kTmaRegLast);
 }
 
 // GDN_FLAG_OUTPUT_NORM ([K][V]): the streaming kernel with a row an item.
@@ -1477,14 +1490,13 @@ cudaError_t launch_decode(const Params& p, cudaStream_t stream) {
         // block per item) for such batches (> 2^30 items: terabytes of state).
         return p.K == 64 ? launch_decode_bc<64>(p, bc, stream) : launch_decode_bc<128>(p, bc, stream);
     }
-    // [K][V] at K = V = 128 from kDecodeWarpItems 32-column items: a head an item by bulk copies.
-    // (perf-notes v87: v6 overtakes the warp kernel from 7168 items, from 6144 under GDN_FLAG_PDL.)
-    const int64_t tma_from = pdl(p) ? 6144 : 7168;
+    // [K][V] at K = V = 128 from kDecodeTmaItems 32-column items: a head an item by bulk copies.
+    const int64_t tma_from = pdl(p) ? kDecodeTmaItemsPdl : kDecodeTmaItems;
     if (bc == 32 && items32 >= tma_from && p.K == 128 && p.V == 128 && decode_takes_warp(p)) {
         const cudaError_t e = launch_decode_tma(p, stream);
         if (e != cudaErrorNotSupported) return e;
     }
-    // [K][V] from kDecodeSmallGrid to kDecodeWarpItems 32-column items: a warp an item.
+    // [K][V] from kDecodeSmallGrid to the above (kDecodeWarpItems where v6 cannot run): a warp an item.
     if (bc == 32 && items32 < kDecodeWarpItems && decode_takes_warp(p)) {
         const cudaError_t e = p.K == 64 ? (p.V == 128 ? launch_decode_warp<64, 128>(p, items32, stream)
                                                       : launch_decode_warp<64, 0>(p, items32, stream))

@@ -413,9 +413,10 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "warp kernel: N = 70, K = 128, V = 100, f16");
     }
     {
-        // From 8192 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
+        // From 7168 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
         // head an item): 1601 sequences x 4 heads (6404 heads over the SMs' rounds, no
-        // multiple of a round), padding, zero starts, empty sequences (zero-start or not)
+        // multiple of a round; over 32 heads a block, so the heads between a block's
+        // first 2 and last 4 update from the stage, the ends from registers), padding, zero starts, empty sequences (zero-start or not)
         // and 2-token sequences under max_seqlen = 1 mid-walk, slots 16-byte aligned in a
         // pool of 1609 (a 421 MB pool); then slot pad 3 (v4's kernel) on the same walk.
         Spec s;
@@ -442,7 +443,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         // SMs / 2 + 1 and SMs - 3; one head a sequence, with padding, zero starts, empty
         // and 2-token sequences among the last ones (the last round's heads).
         const int sms = cuda_caps().multiprocessor_count;
-        const int rounds = (2048 + sms - 1) / sms;  // >= 2048 heads: 8192 32-column items
+        const int rounds = (2048 + sms - 1) / sms;  // >= 2048 heads (8192 32-column items), <= 32 a block
         for (const int r : {0, 5, sms / 2 + 1, sms - 3}) {
             Spec s;
             const int N = rounds * sms + r;
