@@ -438,6 +438,25 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 1601, 6404 heads, slot pad 3 (v4)");
     }
     {
+        // The engine shape (H_k 16, H_v 48) at N = 38: 7296 32-column items, which the
+        // bulk-copy kernel takes from 7168 (sm_90; the warp kernel below, and before
+        // 0.3.7 up to 8192), under 32 heads a block; padding and zero starts in a pool
+        // of 44, bits equal to the sequential kernel's.
+        Spec s;
+        const int N = 38;
+        s.seq_lens = std::vector<int32_t>(N, 1);
+        s.hk = 16, s.hv = 48, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.flags = kDecodeFlags;
+        s.num_state_slots = N + 6;
+        for (int i = 0; i < N; ++i) {
+            s.state_indices.push_back(i % 13 == 5 ? -1 : N + 5 - i);
+            s.start_from_zero.push_back(uint8_t(i % 6 == 1));
+        }
+        s.seed = 59;
+        decode_kernel_checks(s, "bulk-copy kernel from 7168 items: N = 38 x 48 heads, padding, zero starts");
+    }
+    {
         // The bulk-copy kernel's last round (a block an SM, block b heads b + k SMs): R
         // heads past the whole rounds, sized from this device's SM count: R = 0, 5,
         // SMs / 2 + 1 and SMs - 3; one head a sequence, with padding, zero starts, empty
@@ -822,6 +841,20 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         Spec s = decode_pool_spec(GDN_STATE_KV, 0, 54);
         s.hv = 8;
         cases.push_back({s, "decode N = 300 x 8 heads, pool, aligned slots (bulk-copy kernel)"});
+        // The engine shape at N = 33 (6336 32-column items): the bulk-copy kernel with the
+        // flag (from 6144 items), the warp kernel without it (below 7168): the same bits.
+        Spec e;
+        e.seq_lens = std::vector<int32_t>(33, 1);
+        e.hk = 16, e.hv = 48, e.k = e.v = 128;
+        e.input = GDN_DTYPE_BF16;
+        e.flags = kDecodeFlags;
+        e.num_state_slots = 36;
+        for (int i = 0; i < 33; ++i) {
+            e.state_indices.push_back(i == 20 ? -1 : 35 - i);
+            e.start_from_zero.push_back(uint8_t(i % 5 == 3));
+        }
+        e.seed = 55;
+        cases.push_back({e, "decode N = 33 x 48 heads: the bulk-copy kernel chained, the warp kernel alone"});
     }
     {
         Spec s;  // the decode kernel with the output norm (one block a row)
