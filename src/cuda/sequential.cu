@@ -1285,10 +1285,11 @@ constexpr int64_t kDecodeSmallGrid = 512;
 constexpr int64_t kDecodeWarpItems = 8192;
 // From kDecodeTmaItems on (kDecodeTmaItemsPdl under GDN_FLAG_PDL), at K = V =
 // 128 on sm_90, decode_tma_kernel (v6) takes it (H200, perf-notes v84: N = 64
-// at H_v 48 4% faster than v4, N = 256 11%, N = 1024 12%; v87: it overtakes
-// the warp kernel from 7168 items, 6144 with the dependent launch).
-constexpr int64_t kDecodeTmaItems = 7168;
-constexpr int64_t kDecodeTmaItemsPdl = 6144;
+// at H_v 48 4% faster than v4, N = 256 11%, N = 1024 12%; v89, with v88's
+// register form: 0-5% faster than the warp kernel from N = 30 (5760 items),
+// 1-8% from N = 20 (3840) with the dependent launch; at N = 28 1.8% slower).
+constexpr int64_t kDecodeTmaItems = 5760;
+constexpr int64_t kDecodeTmaItemsPdl = 3840;
 
 // GDN_FLAG_OUTPUT_NORM: from this many rows (sequences x value heads) the
 // streaming kernel takes the decode, a row an item; below, v3's kernel, a

@@ -382,7 +382,8 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 200, some sequences of 2 tokens with max_seqlen = 1, slot pad 3 (v4)");
     }
     // The warp kernel (v5: a warp a 32-column item, the state staged by 16-byte
-    // copies) takes [K][V] decodes of 512 to 8191 such items whose pool, slot
+    // copies) takes [K][V] decodes of 512 to 5759 such items (3839 under
+    // GDN_FLAG_PDL; 8191 where the bulk-copy kernel cannot run) whose pool, slot
     // stride and rows are 16-byte aligned (V % 4 == 0), on devices that hold 6 of
     // its warps a block (sm_90; elsewhere v4 runs these too); the cases above with
     // slot pads 1 and 3 run v4's kernel, the 2-token case and K = 64, V = 200 (a
@@ -413,7 +414,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "warp kernel: N = 70, K = 128, V = 100, f16");
     }
     {
-        // From 7168 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
+        // From 5760 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
         // head an item): 1601 sequences x 4 heads (6404 heads over the SMs' rounds, no
         // multiple of a round; over 32 heads a block, so the heads between a block's
         // first 2 and last 4 update from the stage, the ends from registers), padding, zero starts, empty sequences (zero-start or not)
@@ -438,12 +439,12 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         decode_kernel_checks(s, "N = 1601, 6404 heads, slot pad 3 (v4)");
     }
     {
-        // The engine shape (H_k 16, H_v 48) at N = 38: 7296 32-column items, which the
-        // bulk-copy kernel takes from 7168 (sm_90; the warp kernel below, and before
-        // 0.3.7 up to 8192), under 32 heads a block; padding and zero starts in a pool
-        // of 44, bits equal to the sequential kernel's.
+        // The engine shape (H_k 16, H_v 48) at N = 30: 5760 32-column items, from which
+        // the bulk-copy kernel takes it (sm_90; the warp kernel below, and before 0.3.7
+        // up to 8192), under 32 heads a block; padding and zero starts in a pool of 36,
+        // bits equal to the sequential kernel's.
         Spec s;
-        const int N = 38;
+        const int N = 30;
         s.seq_lens = std::vector<int32_t>(N, 1);
         s.hk = 16, s.hv = 48, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;
@@ -454,7 +455,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
             s.start_from_zero.push_back(uint8_t(i % 6 == 1));
         }
         s.seed = 59;
-        decode_kernel_checks(s, "bulk-copy kernel from 7168 items: N = 38 x 48 heads, padding, zero starts");
+        decode_kernel_checks(s, "bulk-copy kernel from 5760 items: N = 30 x 48 heads, padding, zero starts");
     }
     {
         // The bulk-copy kernel's last round (a block an SM, block b heads b + k SMs): R
@@ -835,26 +836,29 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         // N = 300 in a pool of 320 with padding and zero starts: blocks walk several items
         cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 51), "decode N = 300, pool"});
         cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 52), "decode N = 300, [V][K] pool"});
-        // The same walk with aligned slots on the warp kernel, and at 8 heads (9600
-        // 32-column items) on the bulk-copy kernel (sm_90).
-        cases.push_back({decode_pool_spec(GDN_STATE_KV, 4, 53), "decode N = 300, pool, slot pad 4 (warp kernel)"});
+        // The same walk with aligned slots on the warp kernel at 2 heads (2400 32-column
+        // items: under the flag the bulk-copy kernel takes 3840 or more), and at 8 heads
+        // (9600) on the bulk-copy kernel (sm_90).
+        Spec w = decode_pool_spec(GDN_STATE_KV, 4, 53);
+        w.hv = 2;
+        cases.push_back({w, "decode N = 300 x 2 heads, pool, slot pad 4 (warp kernel)"});
         Spec s = decode_pool_spec(GDN_STATE_KV, 0, 54);
         s.hv = 8;
         cases.push_back({s, "decode N = 300 x 8 heads, pool, aligned slots (bulk-copy kernel)"});
-        // The engine shape at N = 33 (6336 32-column items): the bulk-copy kernel with the
-        // flag (from 6144 items), the warp kernel without it (below 7168): the same bits.
+        // The engine shape at N = 25 (4800 32-column items): the bulk-copy kernel with the
+        // flag (from 3840 items), the warp kernel without it (below 5760): the same bits.
         Spec e;
-        e.seq_lens = std::vector<int32_t>(33, 1);
+        e.seq_lens = std::vector<int32_t>(25, 1);
         e.hk = 16, e.hv = 48, e.k = e.v = 128;
         e.input = GDN_DTYPE_BF16;
         e.flags = kDecodeFlags;
-        e.num_state_slots = 36;
-        for (int i = 0; i < 33; ++i) {
-            e.state_indices.push_back(i == 20 ? -1 : 35 - i);
+        e.num_state_slots = 28;
+        for (int i = 0; i < 25; ++i) {
+            e.state_indices.push_back(i == 17 ? -1 : 27 - i);
             e.start_from_zero.push_back(uint8_t(i % 5 == 3));
         }
         e.seed = 55;
-        cases.push_back({e, "decode N = 33 x 48 heads: the bulk-copy kernel chained, the warp kernel alone"});
+        cases.push_back({e, "decode N = 25 x 48 heads: the bulk-copy kernel chained, the warp kernel alone"});
     }
     {
         Spec s;  // the decode kernel with the output norm (one block a row)
@@ -1030,7 +1034,11 @@ TEST_CASE("GDN_FLAG_PDL: a decode whose slot indices the kernel ahead writes use
     }
     cases.push_back({decode_pool_spec(GDN_STATE_KV, 3, 61), "decode N = 300, pool of 320"});
     cases.push_back({decode_pool_spec(GDN_STATE_VK, 4, 62), "decode N = 300, [V][K] pool of 320"});
-    cases.push_back({decode_pool_spec(GDN_STATE_KV, 4, 63), "decode N = 300, pool of 320, slot pad 4 (warp kernel)"});
+    {
+        Spec s = decode_pool_spec(GDN_STATE_KV, 4, 63);
+        s.hv = 2;  // 2400 32-column items: the warp kernel (the bulk-copy kernel from 3840 under the flag)
+        cases.push_back({s, "decode N = 300 x 2 heads, pool of 320, slot pad 4 (warp kernel)"});
+    }
     {
         Spec s = decode_pool_spec(GDN_STATE_KV, 0, 64);
         s.hv = 8;  // 9600 32-column items: the bulk-copy kernel (sm_90)
