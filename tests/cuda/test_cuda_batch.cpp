@@ -229,6 +229,18 @@ Spec decode_pool_spec(gdn_state_layout_t layout, int64_t slot_pad, uint64_t seed
     s.seed = seed;
     return s;
 }
+// N one-token sequences at the engine shape (H_k 16, H_v 48, K = V = 128, bf16
+// inputs) in a pool of `slots`; the caller names the slots and zero starts.
+Spec engine_decode_batch_spec(int N, int32_t slots, uint64_t seed) {
+    Spec s;
+    s.seq_lens = std::vector<int32_t>(N, 1);
+    s.hk = 16, s.hv = 48, s.k = s.v = 128;
+    s.input = GDN_DTYPE_BF16;
+    s.flags = kDecodeFlags;
+    s.num_state_slots = slots;
+    s.seed = seed;
+    return s;
+}
 // 613 sequences, empty ones (zero-start or not) and padding mid-walk (2452
 // items at 32 columns, 4904 at 16), bf16 throughout.
 Spec decode_empty_sequences_spec(gdn_state_layout_t layout, int64_t slot_pad, uint64_t seed) {
@@ -443,18 +455,12 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         // the bulk-copy kernel takes it (sm_90; the warp kernel below, and before 0.3.7
         // up to 8192), under 32 heads a block; padding and zero starts in a pool of 36,
         // bits equal to the sequential kernel's.
-        Spec s;
         const int N = 30;
-        s.seq_lens = std::vector<int32_t>(N, 1);
-        s.hk = 16, s.hv = 48, s.k = s.v = 128;
-        s.input = GDN_DTYPE_BF16;
-        s.flags = kDecodeFlags;
-        s.num_state_slots = N + 6;
+        Spec s = engine_decode_batch_spec(N, N + 6, 59);
         for (int i = 0; i < N; ++i) {
             s.state_indices.push_back(i % 13 == 5 ? -1 : N + 5 - i);
             s.start_from_zero.push_back(uint8_t(i % 6 == 1));
         }
-        s.seed = 59;
         decode_kernel_checks(s, "bulk-copy kernel from 5760 items: N = 30 x 48 heads, padding, zero starts");
     }
     {
@@ -847,17 +853,11 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         cases.push_back({s, "decode N = 300 x 8 heads, pool, aligned slots (bulk-copy kernel)"});
         // The engine shape at N = 25 (4800 32-column items): the bulk-copy kernel with the
         // flag (from 3840 items), the warp kernel without it (below 5760): the same bits.
-        Spec e;
-        e.seq_lens = std::vector<int32_t>(25, 1);
-        e.hk = 16, e.hv = 48, e.k = e.v = 128;
-        e.input = GDN_DTYPE_BF16;
-        e.flags = kDecodeFlags;
-        e.num_state_slots = 28;
+        Spec e = engine_decode_batch_spec(25, 28, 55);
         for (int i = 0; i < 25; ++i) {
             e.state_indices.push_back(i == 17 ? -1 : 27 - i);
             e.start_from_zero.push_back(uint8_t(i % 5 == 3));
         }
-        e.seed = 55;
         cases.push_back({e, "decode N = 25 x 48 heads: the bulk-copy kernel chained, the warp kernel alone"});
     }
     {
