@@ -209,36 +209,30 @@ constexpr uint32_t kDecodeFlags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | 
 
 // Decode shapes that both state layouts run (the decode kernel's walk: several
 // items a block, K = V = 128, bf16 inputs, every flag but the output norm).
+// N one-token sequences at H_k / H_v heads, K = V = 128, bf16 inputs, the
+// decode flags, in a pool of `slots`; the caller names the slots and zero starts.
+Spec one_token_batch_spec(int N, int32_t hk, int32_t hv, int32_t slots, uint64_t seed) {
+    Spec s;
+    s.seq_lens = std::vector<int32_t>(N, 1);
+    s.hk = hk, s.hv = hv, s.k = s.v = 128;
+    s.input = GDN_DTYPE_BF16;
+    s.flags = kDecodeFlags;
+    s.num_state_slots = slots;
+    s.seed = seed;
+    return s;
+}
 // 300 sequences of one token in a pool of 320 slots with padding rows and zero
 // starts, f16 outputs.
 Spec decode_pool_spec(gdn_state_layout_t layout, int64_t slot_pad, uint64_t seed) {
-    Spec s;
     const int N = 300;
-    s.seq_lens = std::vector<int32_t>(N, 1);
-    s.hk = 2, s.hv = 4, s.k = s.v = 128;
+    Spec s = one_token_batch_spec(N, 2, 4, 320, seed);
     s.layout = layout;
-    s.input = GDN_DTYPE_BF16;
     s.output = GDN_DTYPE_F16;
-    s.flags = kDecodeFlags;
-    s.num_state_slots = 320;
     s.slot_pad = slot_pad;
     for (int i = 0; i < N; ++i) {
         s.state_indices.push_back(i % 11 == 7 ? -1 : (i * 13) % 320);
         s.start_from_zero.push_back(uint8_t(i % 7 == 3));
     }
-    s.seed = seed;
-    return s;
-}
-// N one-token sequences at the engine shape (H_k 16, H_v 48, K = V = 128, bf16
-// inputs) in a pool of `slots`; the caller names the slots and zero starts.
-Spec engine_decode_batch_spec(int N, int32_t slots, uint64_t seed) {
-    Spec s;
-    s.seq_lens = std::vector<int32_t>(N, 1);
-    s.hk = 16, s.hv = 48, s.k = s.v = 128;
-    s.input = GDN_DTYPE_BF16;
-    s.flags = kDecodeFlags;
-    s.num_state_slots = slots;
-    s.seed = seed;
     return s;
 }
 // 613 sequences, empty ones (zero-start or not) and padding mid-walk (2452
@@ -429,9 +423,10 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         // From 5760 32-column items at K = V = 128 (sm_90) the bulk-copy kernel (v6, a
         // head an item): 1601 sequences x 4 heads (6404 heads over the SMs' rounds, no
         // multiple of a round; over 32 heads a block, so the heads between a block's
-        // first 2 and last 4 update from the stage, the ends from registers), padding, zero starts, empty sequences (zero-start or not)
-        // and 2-token sequences under max_seqlen = 1 mid-walk, slots 16-byte aligned in a
-        // pool of 1609 (a 421 MB pool); then slot pad 3 (v4's kernel) on the same walk.
+        // first 2 and last 4 update from the stage, the ends from registers), padding,
+        // zero starts, empty sequences (zero-start or not) and 2-token sequences under
+        // max_seqlen = 1 mid-walk, slots 16-byte aligned in a pool of 1609 (a 421 MB
+        // pool); then slot pad 3 (v4's kernel) on the same walk.
         Spec s;
         const int N = 1601;
         s.seq_lens.clear();  // (Spec's default is one 64-token sequence)
@@ -456,7 +451,7 @@ TEST_CASE("decode kernel: FP64, the sequential kernel's bits, reruns, padding, g
         // up to 8192), under 32 heads a block; padding and zero starts in a pool of 36,
         // bits equal to the sequential kernel's.
         const int N = 30;
-        Spec s = engine_decode_batch_spec(N, N + 6, 59);
+        Spec s = one_token_batch_spec(N, 16, 48, N + 6, 59);
         for (int i = 0; i < N; ++i) {
             s.state_indices.push_back(i % 13 == 5 ? -1 : N + 5 - i);
             s.start_from_zero.push_back(uint8_t(i % 6 == 1));
@@ -853,7 +848,7 @@ TEST_CASE("GDN_FLAG_PDL: chained calls give the bits of calls run one at a time,
         cases.push_back({s, "decode N = 300 x 8 heads, pool, aligned slots (bulk-copy kernel)"});
         // The engine shape at N = 25 (4800 32-column items): the bulk-copy kernel with the
         // flag (from 3840 items), the warp kernel without it (below 5760): the same bits.
-        Spec e = engine_decode_batch_spec(25, 28, 55);
+        Spec e = one_token_batch_spec(25, 16, 48, 28, 55);
         for (int i = 0; i < 25; ++i) {
             e.state_indices.push_back(i == 17 ? -1 : 27 - i);
             e.start_from_zero.push_back(uint8_t(i % 5 == 3));
