@@ -9,12 +9,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
 #include <thread>
-#include <vector>
 
 #include "backend.hpp"
 #include "cpu_kernels.hpp"
+#include "cpu_pool.hpp"
 #include "error.hpp"
 #include "validate.hpp"
 
@@ -51,12 +50,17 @@ bool cpu_model_name(char* dst, size_t size) {
 
 int32_t worker_count(const gdn_caps_t& caps) { return std::max<int32_t>(1, caps.multiprocessor_count); }
 
-std::vector<WorkerScratch> carve_all(void* workspace, const gdn_caps_t& caps, const Dims& dims,
-                                     gdn_path_t path) {
-    WorkspaceCarver carver(workspace);
-    std::vector<WorkerScratch> scratch(size_t(worker_count(caps)));
-    for (WorkerScratch& w : scratch) w = carve_worker_scratch(carver, dims, path);
-    return scratch;
+// Worker w's scratch starts at w x the stride: every worker's pieces lie the
+// same way from a GDN_WORKSPACE_ALIGNMENT boundary.
+size_t worker_stride(const Dims& dims, gdn_path_t path) {
+    WorkspaceCarver carver(nullptr);
+    carve_worker_scratch(carver, dims, path);
+    return (carver.bytes() + GDN_WORKSPACE_ALIGNMENT - 1) / GDN_WORKSPACE_ALIGNMENT * GDN_WORKSPACE_ALIGNMENT;
+}
+
+WorkerScratch carve_worker(void* workspace, size_t stride, int32_t w, const Dims& dims, gdn_path_t path) {
+    WorkspaceCarver carver(static_cast<char*>(workspace) + size_t(w) * stride);
+    return carve_worker_scratch(carver, dims, path);
 }
 
 }  // namespace
@@ -93,9 +97,9 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
         return fail(GDN_ERROR_INTERNAL, "the CPU chunked kernels got chunk size {}",
                     path.chunk_size);
     const Dims dims = dims_of(shape, path);
-    WorkspaceCarver carver(nullptr);
-    for (int32_t i = 0; i < worker_count(caps); ++i) carve_worker_scratch(carver, dims, path.path);
-    *bytes = carver.bytes();
+    WorkspaceCarver last(nullptr);
+    carve_worker_scratch(last, dims, path.path);
+    *bytes = size_t(worker_count(caps) - 1) * worker_stride(dims, path.path) + last.bytes();
     return GDN_SUCCESS;
 }
 
@@ -115,7 +119,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         return st;
 
     const Dims dims = dims_of(shape, path);
-    const std::vector<WorkerScratch> scratch = carve_all(workspace, caps, dims, path.path);
+    const size_t stride = worker_stride(dims, path.path);
 
     // Task i: sequence i / (Hk * parts), key head (i / parts) % Hk, and part
     // i % parts of that key head's value heads (parts of at most
@@ -150,23 +154,16 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         run_head_task(shape, tensors, path, dims, task, w);
     };
 
-    const int64_t workers = std::min<int64_t>(worker_count(caps), num_tasks);
-
+    // Workers (the calling thread and helpers, cpu_pool.hpp) take tasks from
+    // one counter, each with its own scratch; how many run changes no bit.
     std::atomic<int64_t> next{0};
-    auto worker = [&](const WorkerScratch& w) {
-        for (int64_t i = next.fetch_add(1); i < num_tasks; i = next.fetch_add(1)) run_task(i, w);
+    auto worker = [&](int32_t w) {
+        const WorkerScratch scratch = carve_worker(workspace, stride, w, dims, path.path);
+        for (int64_t i = next.fetch_add(1); i < num_tasks; i = next.fetch_add(1)) run_task(i, scratch);
     };
-    std::vector<std::thread> helpers;
-    helpers.reserve(size_t(workers - 1));
-    for (int64_t i = 1; i < workers; ++i) {
-        try {
-            helpers.emplace_back(worker, std::cref(scratch[size_t(i)]));
-        } catch (const std::system_error&) {
-            break;  // fewer threads: the tasks left are taken by those running
-        }
-    }
-    worker(scratch[0]);
-    for (std::thread& t : helpers) t.join();
+    using Worker = decltype(worker);
+    const auto workers = int32_t(std::min<int64_t>(worker_count(caps), num_tasks));
+    run_workers(workers, [](void* ctx, int32_t w) { (*static_cast<Worker*>(ctx))(w); }, &worker);
     return GDN_SUCCESS;
 }
 
