@@ -3,7 +3,9 @@
  *
  * The C ABI. C99, no vendor header: a stream is a `void*` holding a
  * `cudaStream_t` or a `hipStream_t` (NULL: the backend's default stream; the
- * CPU backend ignores it and runs synchronously on the calling thread).
+ * CPU backend ignores it and runs synchronously: the call returns when its
+ * work is done, on the calling thread and helper threads the backend keeps
+ * between calls, caps.multiprocessor_count − 1 at most, asleep while idle).
  *
  * The math (per value head h, token t; S is the [K][V] FP32 state):
  *
@@ -201,7 +203,8 @@ typedef struct gdn_caps_t {
     char arch[32];                       /* "sm_90", "gfx1151", "x86_64", ... */
     char name[96];                       /* marketing name of the device */
     int32_t multiprocessor_count;        /* SMs / CUs; for the CPU: worker threads the CPU
-                                            backend uses (the caller may lower it, >= 1) */
+                                            backend uses (the caller may lower it, >= 1;
+                                            1: the calling thread alone) */
     int32_t warp_size;                   /* 32 or 64; 1 for the CPU */
     size_t shared_mem_per_block_optin;   /* bytes */
     size_t shared_mem_per_multiprocessor;/* bytes */
