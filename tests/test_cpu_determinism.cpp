@@ -59,12 +59,18 @@ Spec shape(int which, const PathCase& path) {
     return s;
 }
 
-// 100 runs of one problem, cycling through 1, 2, 3 and 7 threads, each
-// equal bit for bit to a first run on one thread.
-void check_reruns(const PathCase& path, int which) {
-    INFO(gdn::cpu::kernel_variant_name() << ", " << path.name << ", shape " << which);
-    const Spec s = shape(which, path);
-    Problem first(s);
+struct FirstRun {
+    std::string build;  // the kernels' build that made it
+    std::vector<unsigned char> out, state;
+};
+
+// A first run on one thread, by `build`, checked near FP64.
+FirstRun first_run(const PathCase& path, int which, gdn::cpu::KernelVariant build) {
+    gdn::cpu::set_kernel_variant(build);
+    FirstRun r;
+    r.build = gdn::cpu::kernel_variant_name();
+    INFO(r.build << ", " << path.name << ", shape " << which << ": the first run");
+    Problem first(shape(which, path));
     REQUIRE(run(first, cpu_caps(1)) == GDN_SUCCESS);
     // The bits repeated below must be a result, not garbage repeated: finite
     // and near FP64 (accuracy itself is checked elsewhere, tightly).
@@ -75,10 +81,21 @@ void check_reruns(const PathCase& path, int which) {
     INFO(describe(state, "first run, state"));
     REQUIRE(out.ok());
     REQUIRE(state.ok());
-    const std::vector<unsigned char> out_bits = first.out.snapshot();
-    const std::vector<unsigned char> state_bits = first.state.snapshot();
+    r.out = first.out.snapshot();
+    r.state = first.state.snapshot();
+    return r;
+}
 
-    Problem p(s);
+// 100 runs of one problem by `build`, cycling through 1, 2, 3 and 7
+// threads, each equal bit for bit to `first`.
+void check_reruns(const PathCase& path, int which, gdn::cpu::KernelVariant build, const FirstRun& first) {
+    gdn::cpu::set_kernel_variant(build);
+    INFO(gdn::cpu::kernel_variant_name() << " against a first run by " << first.build << ", " << path.name
+                                         << ", shape " << which);
+    const std::vector<unsigned char>& out_bits = first.out;
+    const std::vector<unsigned char>& state_bits = first.state;
+
+    Problem p(shape(which, path));
     const int32_t thread_counts[] = {1, 2, 3, 7};
     // One workspace per thread count, reused: its contents from the last run
     // stay, or are replaced by NaN every other run.
@@ -109,16 +126,22 @@ void check_reruns(const PathCase& path, int which) {
 }  // namespace
 
 TEST_CASE("the same bits on 100 reruns and for 1, 2, 3 and 7 threads", "[cpu][determinism]") {
-    // Both instruction-set builds of the kernels (their bits differ from
-    // each other's, but each must be deterministic).
+    // Every instruction-set build of the kernels this CPU runs. The baseline
+    // build's bits differ from the others' (no FMA); the AVX-512F build's
+    // must be the AVX2 build's (where the CPU has AVX-512F; elsewhere "best"
+    // is the AVX2 or the baseline build itself).
+    using gdn::cpu::KernelVariant;
     struct Restore {
-        ~Restore() { gdn::cpu::set_kernel_variant(gdn::cpu::KernelVariant::best); }
+        ~Restore() { gdn::cpu::set_kernel_variant(KernelVariant::best); }
     } restore;
-    for (auto variant : {gdn::cpu::KernelVariant::best, gdn::cpu::KernelVariant::baseline}) {
-        gdn::cpu::set_kernel_variant(variant);
-        for (const PathCase& path : kPaths)
-            for (int which = 0; which < 3; ++which) check_reruns(path, which);
-    }
+    for (const PathCase& path : kPaths)
+        for (int which = 0; which < 3; ++which) {
+            const FirstRun fma = first_run(path, which, KernelVariant::avx2);
+            check_reruns(path, which, KernelVariant::best, fma);
+            check_reruns(path, which, KernelVariant::avx2, fma);
+            const FirstRun base = first_run(path, which, KernelVariant::baseline);
+            check_reruns(path, which, KernelVariant::baseline, base);
+        }
 }
 
 TEST_CASE("the workspace size does not grow with the number of tokens", "[cpu][determinism]") {

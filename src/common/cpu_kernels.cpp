@@ -24,7 +24,8 @@ namespace {
 #error "the CPU kernels use the GCC/clang vector extension"
 #endif
 
-// x86-64: the kernels are also built for AVX2 + FMA and picked at run time.
+// x86-64: the kernels are also built for AVX2 + FMA and for AVX-512F, and
+// the best the CPU has is picked at run time.
 #if defined(__x86_64__)
 #define GDN_CPU_AVX2_VARIANT 1
 #else
@@ -32,22 +33,27 @@ namespace {
 #endif
 
 // Register tiles of the products, per instruction set: kTileRows rows x
-// kTileVecs vectors of kLanes floats. Both have 16 vector registers: 12
-// accumulators, 2 b vectors, the broadcast (12 independent sums hide the
-// FMA latency). Baseline x86-64 (SSE2) and other 128-bit ISAs: 4 lanes;
-// AVX2: 8.
+// kTileVecs vectors of kLanes floats. Baseline x86-64 (SSE2), other 128-bit
+// ISAs and AVX2 have 16 vector registers: 12 accumulators, 2 b vectors, the
+// broadcast (12 independent sums hide the FMA latency); 4 lanes, AVX2 8.
+// AVX-512: 32 registers, 16 lanes, a tile one vector wide (kPadCols) and 8
+// rows high (12 rows were slower: docs/cpu.md).
 struct IsaBase {
     static constexpr int kLanes = 4, kTileRows = 6, kTileVecs = 2;
 };
 struct IsaAvx2 {
     static constexpr int kLanes = 8, kTileRows = 6, kTileVecs = 2;
 };
+struct IsaAvx512 {
+    static constexpr int kLanes = 16, kTileRows = 8, kTileVecs = 1;
+};
 // The buffers are padded to multiples of 4 rows (the rows past the last
 // whole tile of 6 take tiles of 4 and 2) and of every tile's columns.
 constexpr int32_t kPadRows = 4;
 constexpr int32_t kPadCols = 16;
 static_assert(kPadCols % (IsaBase::kLanes * IsaBase::kTileVecs) == 0 &&
-                  kPadCols % (IsaAvx2::kLanes * IsaAvx2::kTileVecs) == 0,
+                  kPadCols % (IsaAvx2::kLanes * IsaAvx2::kTileVecs) == 0 &&
+                  kPadCols % (IsaAvx512::kLanes * IsaAvx512::kTileVecs) == 0,
               "tile columns");
 static_assert(policy::kCpuChunk % kPadCols == 0 && policy::kCpuLowpChunk % kPadCols == 0,
               "a chunk must be a whole number of tile columns (k·k and q·k are C x C)");
@@ -322,6 +328,11 @@ struct VecOf<8> {
     typedef float type __attribute__((vector_size(32)));
     typedef float unaligned __attribute__((vector_size(32), aligned(4), may_alias));
 };
+template <>
+struct VecOf<16> {
+    typedef float type __attribute__((vector_size(64)));
+    typedef float unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+};
 
 // A matrix operand read one element at a time: (m, p) at data[m * row + p * col].
 struct Operand {
@@ -414,6 +425,11 @@ __attribute__((noinline, target("avx2,fma"))) void product_avx2(
     float* out, int64_t ldo, const float* row_scale, int64_t row_scale_step) {
     product_impl<IsaAvx2>(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
 }
+__attribute__((noinline, target("avx512f,avx2,fma"))) void product_avx512(
+    Part part, int32_t M, int32_t N, int32_t P, Operand a, const float* b, int64_t ldb,
+    float* out, int64_t ldo, const float* row_scale, int64_t row_scale_step) {
+    product_impl<IsaAvx512>(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
+}
 #endif
 
 template <class Isa>
@@ -423,6 +439,10 @@ GDN_CPU_INLINE void product(Part part, int32_t M, int32_t N, int32_t P, Operand 
 #if GDN_CPU_AVX2_VARIANT
     if (std::is_same<Isa, IsaAvx2>::value) {
         product_avx2(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
+        return;
+    }
+    if (std::is_same<Isa, IsaAvx512>::value) {
+        product_avx512(part, M, N, P, a, b, ldb, out, ldo, row_scale, row_scale_step);
         return;
     }
 #endif
@@ -677,28 +697,45 @@ void run_path_base(const Shape& shape, const Tensors& tensors, const PathChoice&
 }
 
 #if GDN_CPU_AVX2_VARIANT
-// The same code for AVX2 + FMA: `flatten` inlines every callee, so all of it
-// is compiled for this target. Its bits differ from the baseline build's
-// (fused multiply-adds), but are as deterministic.
+// The same code for AVX2 + FMA and for AVX-512F: `flatten` inlines every
+// callee, so all of it is compiled for that target. Their bits differ from
+// the baseline build's (fused multiply-adds) but not from each other's (a
+// product's element is one chain of FMAs in p order, whatever the tile;
+// tests/test_cpu_determinism.cpp checks it where the CPU has AVX-512F).
 __attribute__((target("avx2,fma"), flatten)) void run_path_avx2(
     const Shape& shape, const Tensors& tensors, const PathChoice& path, const Dims& dims,
     const HeadTask& task, const WorkerScratch& scratch) {
     run_path<IsaAvx2>(shape, tensors, path, dims, task, scratch);
+}
+__attribute__((target("avx512f,avx2,fma"), flatten)) void run_path_avx512(
+    const Shape& shape, const Tensors& tensors, const PathChoice& path, const Dims& dims,
+    const HeadTask& task, const WorkerScratch& scratch) {
+    run_path<IsaAvx512>(shape, tensors, path, dims, task, scratch);
 }
 
 bool cpu_has_avx2_fma() {
     static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return yes;
 }
+// (libgcc's check includes the OS's saving of the 512-bit registers.)
+bool cpu_has_avx512f() {
+    static const bool yes = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
+    return yes;
+}
 #endif
 
-std::atomic<bool> g_force_baseline{false};
+std::atomic<KernelVariant> g_variant{KernelVariant::best};
 
-bool use_avx2() {
+enum class Build { base, avx2, avx512 };
+
+Build build_that_runs() {
 #if GDN_CPU_AVX2_VARIANT
-    return !g_force_baseline.load(std::memory_order_relaxed) && cpu_has_avx2_fma();
+    const KernelVariant v = g_variant.load(std::memory_order_relaxed);
+    if (v == KernelVariant::baseline || !cpu_has_avx2_fma()) return Build::base;
+    if (v == KernelVariant::best && cpu_has_avx512f()) return Build::avx512;
+    return Build::avx2;
 #else
-    return false;
+    return Build::base;
 #endif
 }
 
@@ -708,19 +745,24 @@ bool chunk_size_supported(int32_t chunk_size) {
     return chunk_size > 0 && chunk_size % kPadCols == 0;
 }
 
-void set_kernel_variant(KernelVariant v) {
-    g_force_baseline.store(v == KernelVariant::baseline, std::memory_order_relaxed);
-}
+void set_kernel_variant(KernelVariant v) { g_variant.store(v, std::memory_order_relaxed); }
 
-const char* kernel_variant_name() { return use_avx2() ? "avx2+fma" : "baseline"; }
+const char* kernel_variant_name() {
+    switch (build_that_runs()) {
+        case Build::avx512: return "avx512f+fma";
+        case Build::avx2: return "avx2+fma";
+        default: return "baseline";
+    }
+}
 
 void run_head_task(const Shape& shape, const Tensors& tensors, const PathChoice& path,
                    const Dims& dims, const HeadTask& task, const WorkerScratch& scratch) {
     if (task.len == 0 && !task.from_zero) return;  // nothing to read or change
 #if GDN_CPU_AVX2_VARIANT
-    if (use_avx2()) {
-        run_path_avx2(shape, tensors, path, dims, task, scratch);
-        return;
+    switch (build_that_runs()) {
+        case Build::avx512: run_path_avx512(shape, tensors, path, dims, task, scratch); return;
+        case Build::avx2: run_path_avx2(shape, tensors, path, dims, task, scratch); return;
+        default: break;
     }
 #endif
     run_path_base(shape, tensors, path, dims, task, scratch);

@@ -105,10 +105,11 @@ struct HeadTask {
 bool chunk_size_supported(int32_t chunk_size);
 
 // The instruction-set build of the kernels that runs: the best this CPU
-// has (default: AVX2 + FMA on x86-64 where present), or the baseline build.
-// For tests, so that both are checked on one machine; not thread-safe
+// has (default: on x86-64 AVX-512F where present, else AVX2 + FMA where
+// present), the AVX2 + FMA build (where present), or the baseline build.
+// For tests, so that each is checked on one machine; not thread-safe
 // against running calls.
-enum class KernelVariant { best, baseline };
+enum class KernelVariant { best, baseline, avx2 };
 void set_kernel_variant(KernelVariant v);
 const char* kernel_variant_name();  // of the variant that runs now
 
