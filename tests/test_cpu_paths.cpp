@@ -182,6 +182,33 @@ TEST_CASE("auto runs the path gdn_select_path reports", "[cpu][dispatch]") {
     }
 }
 
+TEST_CASE("auto's length rule on the CPU: from 24 tokens with K and V >= 64, from 64 below",
+          "[cpu][dispatch]") {
+    const gdn_caps_t caps = cpu_caps();
+    struct Case {
+        int32_t k, v, T;
+        gdn_path_t want;
+    };
+    const Case cases[] = {
+        {64, 64, 23, GDN_PATH_SEQUENTIAL},  {64, 64, 24, GDN_PATH_CHUNKED_FP32},
+        {128, 128, 24, GDN_PATH_CHUNKED_FP32}, {128, 32, 63, GDN_PATH_SEQUENTIAL},
+        {128, 32, 64, GDN_PATH_CHUNKED_FP32},  {32, 32, 63, GDN_PATH_SEQUENTIAL},
+        {32, 32, 64, GDN_PATH_CHUNKED_FP32},
+    };
+    for (const Case& c : cases) {
+        Spec s;
+        s.seq_lens = {c.T, 3};  // the longest sequence decides
+        s.hk = 1;
+        s.hv = 2;
+        s.k = c.k;
+        s.v = c.v;
+        s.seed = uint64_t(c.T);
+        Problem p(s);
+        INFO("K = " << c.k << ", V = " << c.v << ", T = " << c.T);
+        CHECK(selected_path(p, caps) == c.want);
+    }
+}
+
 TEST_CASE("BF16X3 on the CPU is the FP32 chunked path: the same bits as FP32", "[cpu][dispatch]") {
     // BF16X3 asks for near-FP32 products; the CPU has no split-operand
     // kernels, and a more accurate path is always allowed, so its FP32

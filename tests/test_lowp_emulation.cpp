@@ -48,21 +48,43 @@ void check_hip_bounds(const Errors& e) {
 
 }  // namespace
 
-TEST_CASE("gdn_select_path reports the C = 16 low-precision path for FP16 and BF16",
+TEST_CASE("forced chunked takes the C = 16 emulation for FP16 and BF16; auto takes FP32 there",
           "[cpu][lowp]") {
+    // The emulation is slower than the CPU's FP32 chunked path and less
+    // accurate: auto serves FP16/BF16 with FP32 and says so; forcing the
+    // chunked path gives the emulation (docs/cpu.md).
     for (gdn_precision_t prec : {GDN_PRECISION_FP16, GDN_PRECISION_BF16}) {
+        INFO("precision " << int(prec));
         Spec s = lowp_spec(100, 1);
         s.precision = prec;
-        s.algorithm = GDN_ALGO_AUTO;
-        Problem p(s);
+        Problem forced(s);
         gdn_path_info_t info;
         gdn_path_info_init(&info);
-        gdn_tensors_t t = p.tensors();
+        gdn_tensors_t t = forced.tensors();
         const gdn_caps_t caps = cpu_caps();
-        REQUIRE(gdn_select_path(&caps, &p.problem, &t, &info) == GDN_SUCCESS);
+        REQUIRE(gdn_select_path(&caps, &forced.problem, &t, &info) == GDN_SUCCESS);
         CHECK(info.path == GDN_PATH_CHUNKED_LOWP_C16);
         CHECK(info.chunk_size == 16);
         CHECK(info.precision == prec);
+
+        s.algorithm = GDN_ALGO_AUTO;
+        Problem a(s);
+        gdn_path_info_init(&info);
+        t = a.tensors();
+        REQUIRE(gdn_select_path(&caps, &a.problem, &t, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(info.chunk_size == 32);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+        CHECK(std::string(info.reason).find("FP32 serves FP16/BF16") != std::string::npos);
+        // Auto's bits are the FP32 chunked path's.
+        REQUIRE(run(a, caps) == GDN_SUCCESS);
+        s.precision = GDN_PRECISION_FP32;
+        s.algorithm = GDN_ALGO_CHUNKED;
+        Problem f(s);
+        REQUIRE(run(f, caps) == GDN_SUCCESS);
+        CHECK(first_byte_difference(a.out, f.out, "out, auto FP16/BF16 vs chunked FP32") == "");
+        CHECK(first_byte_difference(a.state, f.state, "state, auto FP16/BF16 vs chunked FP32") == "");
     }
 }
 

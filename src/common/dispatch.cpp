@@ -25,9 +25,14 @@ void set_reason(PathChoice* c, const std::string& why) {
 bool lowp(gdn_precision_t p) { return p == GDN_PRECISION_FP16 || p == GDN_PRECISION_BF16; }
 
 // The chunked path this backend would take, if eligible: sets path/chunk/
-// precision and returns "" when eligible, or the reason it is not.
+// precision and returns "" when eligible, or the reason it is not. The CPU's
+// C = 16 path is an emulation of the HIP path's FP16/BF16-operand numerics
+// (for their bounds in CI): slower than its FP32 path (docs/cpu.md: 80.7
+// against 65.4 ms at T = 2048, H_v 48) and less accurate, so it runs only
+// where the caller forces the chunked path; auto serves FP16 and BF16 with
+// FP32, as it serves TF32X3 and BF16X3.
 std::string cpu_chunked(const Shape& s, PathChoice* c) {
-    if (lowp(s.precision)) {
+    if (lowp(s.precision) && s.algorithm == GDN_ALGO_CHUNKED) {
         c->path = GDN_PATH_CHUNKED_LOWP_C16;
         c->chunk_size = policy::kCpuLowpChunk;
         c->precision = s.precision;
@@ -197,11 +202,14 @@ std::string hip_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t
 
 // Auto's length rule: the chunked launches pay off from this many tokens in
 // the longest sequence on.
-int64_t chunked_min_tokens(const gdn_caps_t& caps) {
+int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
     switch (caps.backend) {
         case GDN_BACKEND_CUDA: return policy::kCudaChunkedMinTokens;
         case GDN_BACKEND_HIP: return policy::kHipChunkedMinTokens;
-        default: return policy::kCpuChunkedMinTokens;
+        default:
+            return s.head_dim_k >= policy::kCpuChunkedHeadDim && s.head_dim_v >= policy::kCpuChunkedHeadDim
+                       ? policy::kCpuChunkedMinTokens
+                       : policy::kCpuChunkedMinTokensSmallHeads;
     }
 }
 
@@ -223,11 +231,14 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         case GDN_BACKEND_HIP: not_eligible = hip_chunked(caps, s, t, &c); break;
         default: break;  // a value gdn.h does not name (rejected by validation)
     }
-    // A precision served by a more accurate one says so (CUDA: BF16X3 by TF32X3).
-    const std::string served =
-        not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision
-            ? "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows"
-            : "";
+    // A precision served by a more accurate one says so (CUDA: BF16X3 by
+    // TF32X3; the CPU: FP16 and BF16 by FP32 under auto).
+    std::string served;
+    if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
+        served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
+    else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
+        served = "; FP32 serves FP16/BF16 on the CPU (faster than its C = 16 emulation, which "
+                 "algorithm = chunked takes)";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",
@@ -238,7 +249,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         return GDN_SUCCESS;
     }
     // auto
-    const int64_t min_tokens = chunked_min_tokens(caps);
+    const int64_t min_tokens = chunked_min_tokens(caps, s);
     PathChoice seq;
     seq.path = GDN_PATH_SEQUENTIAL;
     if (!not_eligible.empty()) {
