@@ -135,7 +135,8 @@ typedef enum gdn_precision_t {
     GDN_PRECISION_FP32 = 0,   /* FP32 operands and accumulation */
     GDN_PRECISION_TF32X3 = 1, /* near-FP32 tensor-core products (split operands) */
     GDN_PRECISION_FP16 = 2,   /* FP16 operands, FP32 accumulation (HIP gfx11 WMMA, CUDA tensor
-                                 cores, CPU emulation) */
+                                 cores; the CPU's emulation of it where the chunked path is
+                                 forced, FP32 under auto since 0.3.8) */
     GDN_PRECISION_BF16 = 3,   /* BF16 operands, FP32 accumulation (CUDA tensor cores; elsewhere
                                  served by a more accurate path) */
     GDN_PRECISION_BF16X3 = 4, /* near-FP32 tensor-core products on BF16 operands split into a
@@ -152,7 +153,8 @@ typedef enum gdn_path_t {
     GDN_PATH_SEQUENTIAL = 1,          /* FP32 token by token */
     GDN_PATH_CHUNKED_FP32 = 2,        /* WY form, C = 32, all FP32 (CPU, CUDA) */
     GDN_PATH_CHUNKED_LOWP_C16 = 3,    /* WY form, C = 16, FP16/BF16 operands, FP32 accumulation
-                                         (HIP gfx11 WMMA; CPU emulation of the same numerics) */
+                                         (HIP gfx11 WMMA; CPU emulation of the same numerics,
+                                         with GDN_ALGO_CHUNKED) */
     GDN_PATH_CHUNKED_TC = 4,          /* WY form, C = 32, FP32 prep and state; the state products
                                          on tensor cores with BF16/FP16 operands or 3xTF32 split
                                          operands, FP32 accumulation (CUDA sm_80+); since 0.2 */
