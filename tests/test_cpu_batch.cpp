@@ -20,6 +20,9 @@ const PathCase kPaths[] = {
     {"sequential", GDN_ALGO_SEQUENTIAL, GDN_PRECISION_FP32},
     {"chunked FP32", GDN_ALGO_CHUNKED, GDN_PRECISION_FP32},
     {"chunked FP16 operands (C = 16)", GDN_ALGO_CHUNKED, GDN_PRECISION_FP16},
+    // Each sequence as auto runs it alone: at K = V = 32 the 64-, 100- and
+    // 129-token ones chunked, the 37-, 1- and 5-token ones sequential.
+    {"auto", GDN_ALGO_AUTO, GDN_PRECISION_FP32},
 };
 
 Spec batch_spec(const PathCase& path) {

@@ -120,6 +120,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
 
     const Dims dims = dims_of(shape, path);
     const size_t stride = worker_stride(dims, path.path);
+    PathChoice seq_path;
+    seq_path.path = GDN_PATH_SEQUENTIAL;
+    const Dims seq_dims = dims_of(shape, seq_path);
 
     // Task i: sequence i / (Hk * parts), key head (i / parts) % Hk, and part
     // i % parts of that key head's value heads (parts of at most
@@ -150,6 +153,19 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                                   : kh + (first + j) * shape.num_k_heads;
             task.heads[j] = h;
             task.states[j] = slot_state + int64_t(h) * dims.K * dims.V;
+        }
+        if (task.len < path.sequential_below) {
+            // Auto, a short sequence of a chunked call: the sequential kernel,
+            // a head at a time, as auto runs the sequence alone (the worker's
+            // scratch holds the sequential kernel's pieces at its start).
+            for (int32_t j = 0; j < task.num_heads; ++j) {
+                HeadTask one = task;
+                one.num_heads = 1;
+                one.heads[0] = task.heads[j];
+                one.states[0] = task.states[j];
+                run_head_task(shape, tensors, seq_path, seq_dims, one, w);
+            }
+            return;
         }
         run_head_task(shape, tensors, path, dims, task, w);
     };

@@ -237,8 +237,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
         served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
-        served = "; FP32 serves FP16/BF16 on the CPU (faster than its C = 16 emulation, which "
-                 "algorithm = chunked takes)";
+        served = "; FP32 serves FP16/BF16 (on the CPU faster than the C = 16 emulation)";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",
@@ -261,8 +260,14 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                                      s.max_seqlen, min_tokens));
         *out = seq;
     } else {
-        set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}{}",
-                                   c.chunk_size, s.max_seqlen, min_tokens, served));
+        // The CPU's tasks are sequences: each shorter one takes the kernel
+        // auto would give it alone (a one-token row of a mixed batch costs a
+        // whole chunk on the chunked path: docs/cpu.md).
+        const bool per_sequence = caps.backend == GDN_BACKEND_CPU && s.num_seqs > 1;
+        if (per_sequence) c.sequential_below = min_tokens;
+        set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}{}{}",
+                                   c.chunk_size, s.max_seqlen, min_tokens,
+                                   per_sequence ? " (shorter sequences: sequential)" : "", served));
         *out = c;
     }
     return GDN_SUCCESS;

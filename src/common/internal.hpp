@@ -81,6 +81,9 @@ struct PathChoice {
     gdn_path_t path = GDN_PATH_NONE;
     int32_t chunk_size = 0;
     gdn_precision_t precision = GDN_PRECISION_FP32;
+    // The CPU under auto: a sequence shorter than this takes the sequential
+    // kernel inside a chunked call (its bits those of auto on it alone).
+    int64_t sequential_below = 0;
     char reason[192] = {};
 };
 
