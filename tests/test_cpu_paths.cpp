@@ -183,7 +183,7 @@ TEST_CASE("auto runs the path gdn_select_path reports", "[cpu][dispatch]") {
     }
 }
 
-TEST_CASE("auto's length rule on the CPU: from 24 tokens with K and V >= 64, from 64 below",
+TEST_CASE("auto's length rule on the CPU: from 16 tokens with K and V >= 128, 24 with >= 64, 64 below",
           "[cpu][dispatch]") {
     const gdn_caps_t caps = cpu_caps();
     struct Case {
@@ -191,8 +191,10 @@ TEST_CASE("auto's length rule on the CPU: from 24 tokens with K and V >= 64, fro
         gdn_path_t want;
     };
     const Case cases[] = {
-        {64, 64, 23, GDN_PATH_SEQUENTIAL},  {64, 64, 24, GDN_PATH_CHUNKED_FP32},
-        {128, 128, 24, GDN_PATH_CHUNKED_FP32}, {128, 32, 63, GDN_PATH_SEQUENTIAL},
+        {64, 64, 23, GDN_PATH_SEQUENTIAL},     {64, 64, 24, GDN_PATH_CHUNKED_FP32},
+        {128, 64, 23, GDN_PATH_SEQUENTIAL},    {128, 64, 24, GDN_PATH_CHUNKED_FP32},
+        {128, 128, 15, GDN_PATH_SEQUENTIAL},   {128, 128, 16, GDN_PATH_CHUNKED_FP32},
+        {128, 32, 63, GDN_PATH_SEQUENTIAL},
         {128, 32, 64, GDN_PATH_CHUNKED_FP32},  {32, 32, 63, GDN_PATH_SEQUENTIAL},
         {32, 32, 64, GDN_PATH_CHUNKED_FP32},
     };

@@ -206,10 +206,12 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
     switch (caps.backend) {
         case GDN_BACKEND_CUDA: return policy::kCudaChunkedMinTokens;
         case GDN_BACKEND_HIP: return policy::kHipChunkedMinTokens;
-        default:
-            return s.head_dim_k >= policy::kCpuChunkedHeadDim && s.head_dim_v >= policy::kCpuChunkedHeadDim
-                       ? policy::kCpuChunkedMinTokens
-                       : policy::kCpuChunkedMinTokensSmallHeads;
+        default: {
+            const int32_t d = std::min(s.head_dim_k, s.head_dim_v);
+            return d >= 128  ? policy::kCpuChunkedMinTokensHd128
+                   : d >= 64 ? policy::kCpuChunkedMinTokensHd64
+                             : policy::kCpuChunkedMinTokensSmallHeads;
+        }
     }
 }
 

@@ -261,17 +261,21 @@ constexpr size_t kCudaFusedSmemBytes = 225920;        // the kernel's dynamic sh
 constexpr int32_t kCudaFusedMaxSeqs = 65535;          // the grid's y dimension
 constexpr int64_t kCudaFusedRowAlign = 16;            // q/k/v pointers and strides (bytes): TMA
 constexpr int64_t kCudaFusedMaxStrideBytes = int64_t(1) << 39;  // TMA's global strides
-// CPU chunked paths. Auto's length rule (docs/cpu.md, measured 2026-12-04 on
-// 2 cores, AVX-512F build): with K and V >= 64 the FP32 chunked path is
-// 1.3-1.7x faster than the sequential one from 24 tokens (H_k 16, H_v 48,
-// K = V = 128: 1.06-1.09 against 1.78-1.81 ms; H_k 4, H_v 8, K = V = 64:
-// 0.066-0.069 against 0.087-0.088 ms) and about even at 16-20; at K = V = 32
-// (H_k 2, H_v 4) it is even or slower up to ~48 tokens and faster at 63-64.
+// CPU chunked paths. Auto's length rule, for a call's longest sequence and,
+// inside a chunked call, for each sequence (docs/cpu.md, measured 2026-12-04
+// on 2 cores, AVX-512F build). A call alone: at K = V = 128 the FP32 chunked
+// path is even with the sequential one at 16 tokens and 1.4-1.7x faster from
+// 20 (H_k 16, H_v 48: 1.35 / 1.37 ms at 16, 1.03-1.16 / 1.48-1.58 at 20); at
+// K = V = 64 (H_k 4, H_v 8) 12% slower at 16 and faster from 24 (0.066-0.069
+// against 0.087-0.092 ms); at K = V = 32 (H_k 2, H_v 4) even or slower up to
+// ~48 tokens, faster at 63-64. A short sequence beside a 256-token one: the
+// sequential kernel is faster up to ~10 tokens at K = V = 128 and up to ~16
+// at 64.
 constexpr int32_t kCpuChunk = 32;
 constexpr int32_t kCpuLowpChunk = 16;
-constexpr int32_t kCpuChunkedHeadDim = 64;
-constexpr int64_t kCpuChunkedMinTokens = 24;
-constexpr int64_t kCpuChunkedMinTokensSmallHeads = 64;
+constexpr int64_t kCpuChunkedMinTokensHd128 = 16;      // K and V >= 128
+constexpr int64_t kCpuChunkedMinTokensHd64 = 24;       // K and V >= 64
+constexpr int64_t kCpuChunkedMinTokensSmallHeads = 64;  // below
 }  // namespace policy
 
 // Why the CUDA fused BF16 path cannot take this problem ("" if it can):
