@@ -122,7 +122,9 @@ typedef enum gdn_state_layout_t {
 } gdn_state_layout_t;
 
 typedef enum gdn_algorithm_t {
-    GDN_ALGO_AUTO = 0,        /* the fastest path allowed; gdn_select_path() says which and why */
+    GDN_ALGO_AUTO = 0,        /* the fastest path allowed; gdn_select_path() says which and why
+                                 (the CPU, since 0.3.8: in a chunked call each sequence shorter
+                                 than the chunked threshold runs the sequential kernel) */
     GDN_ALGO_SEQUENTIAL = 1,  /* token by token, FP32: bit-identical to the sequential kernel */
     GDN_ALGO_CHUNKED = 2,     /* chunked WY form; an error (not a fallback) where no chunked path runs */
     GDN_ALGO_MAX_ENUM_ = 0x7FFFFFFF
