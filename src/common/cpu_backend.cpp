@@ -50,12 +50,17 @@ bool cpu_model_name(char* dst, size_t size) {
 
 int32_t worker_count(const gdn_caps_t& caps) { return std::max<int32_t>(1, caps.multiprocessor_count); }
 
-// Worker w's scratch starts at w x the stride: every worker's pieces lie the
-// same way from a GDN_WORKSPACE_ALIGNMENT boundary.
-size_t worker_stride(const Dims& dims, gdn_path_t path) {
+// One worker's scratch, in bytes.
+size_t worker_bytes(const Dims& dims, gdn_path_t path) {
     WorkspaceCarver carver(nullptr);
     carve_worker_scratch(carver, dims, path);
-    return (carver.bytes() + GDN_WORKSPACE_ALIGNMENT - 1) / GDN_WORKSPACE_ALIGNMENT * GDN_WORKSPACE_ALIGNMENT;
+    return carver.bytes();
+}
+
+// Worker w's scratch starts at w x the stride: every worker's pieces lie the
+// same way from a GDN_WORKSPACE_ALIGNMENT boundary.
+size_t worker_stride(size_t one_worker) {
+    return (one_worker + GDN_WORKSPACE_ALIGNMENT - 1) / GDN_WORKSPACE_ALIGNMENT * GDN_WORKSPACE_ALIGNMENT;
 }
 
 WorkerScratch carve_worker(void* workspace, size_t stride, int32_t w, const Dims& dims, gdn_path_t path) {
@@ -97,9 +102,8 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
         return fail(GDN_ERROR_INTERNAL, "the CPU chunked kernels got chunk size {}",
                     path.chunk_size);
     const Dims dims = dims_of(shape, path);
-    WorkspaceCarver last(nullptr);
-    carve_worker_scratch(last, dims, path.path);
-    *bytes = size_t(worker_count(caps) - 1) * worker_stride(dims, path.path) + last.bytes();
+    const size_t one = worker_bytes(dims, path.path);
+    *bytes = size_t(worker_count(caps) - 1) * worker_stride(one) + one;
     return GDN_SUCCESS;
 }
 
@@ -119,7 +123,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         return st;
 
     const Dims dims = dims_of(shape, path);
-    const size_t stride = worker_stride(dims, path.path);
+    const size_t stride = worker_stride(worker_bytes(dims, path.path));
     PathChoice seq_path;
     seq_path.path = GDN_PATH_SEQUENTIAL;
     const Dims seq_dims = dims_of(shape, seq_path);

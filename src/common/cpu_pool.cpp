@@ -51,7 +51,6 @@ struct Pool {
     std::atomic<uint64_t> open{0};  // the generation helpers may still join; 0: none
     std::atomic<int32_t> active{0};
     std::atomic<bool> stop{false};
-    std::atomic<int32_t> count{0};  // helpers started
     // The job, written by the owner before it opens it.
     WorkerBody body = nullptr;
     void* ctx = nullptr;
@@ -65,30 +64,31 @@ struct Pool {
 std::atomic<Pool*> g_pool{nullptr};
 Pool* g_dropped = nullptr;
 
+// Polls `ready` for kSpin, then sleeps on `cv` until it holds (whoever makes
+// it hold does so, or notifies, under p->m).
+template <class Ready>
+void wait_until(Pool* p, std::condition_variable& cv, Ready ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 1; !ready(); ++i) {
+        cpu_relax();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
+            std::unique_lock<std::mutex> lock(p->m);
+            cv.wait(lock, ready);
+            return;
+        }
+    }
+}
+
 void helper_main(Pool* p, int32_t index, uint64_t seen) {
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), "gdn-cpu");  // what ps, top and gdb show
 #endif
     for (;;) {
-        uint64_t g = p->generation.load(std::memory_order_acquire);
-        if (g == seen && !p->stop.load(std::memory_order_relaxed)) {
-            const auto until = std::chrono::steady_clock::now() + kSpin;
-            for (int i = 1;; ++i) {
-                cpu_relax();
-                g = p->generation.load(std::memory_order_acquire);
-                if (g != seen || p->stop.load(std::memory_order_relaxed)) break;
-                if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
-                    std::unique_lock<std::mutex> lock(p->m);
-                    p->wake.wait(lock, [&] {
-                        return p->generation.load(std::memory_order_acquire) != seen ||
-                               p->stop.load(std::memory_order_relaxed);
-                    });
-                    g = p->generation.load(std::memory_order_acquire);
-                    break;
-                }
-            }
-        }
+        wait_until(p, p->wake, [&] {
+            return p->generation.load(std::memory_order_acquire) != seen || p->stop.load(std::memory_order_relaxed);
+        });
         if (p->stop.load(std::memory_order_relaxed)) return;
+        const uint64_t g = p->generation.load(std::memory_order_acquire);
         seen = g;
         p->active.fetch_add(1, std::memory_order_seq_cst);
         if (p->open.load(std::memory_order_seq_cst) == g && index < p->workers) p->body(p->ctx, index);
@@ -134,7 +134,6 @@ int32_t grow(Pool* p, int32_t n) noexcept {
             break;
         }
     }
-    p->count.store(int32_t(p->threads.size()), std::memory_order_relaxed);
     return int32_t(p->threads.size());
 }
 
@@ -207,22 +206,16 @@ int32_t run_workers(int32_t workers, WorkerBody body, void* ctx) noexcept {
     p->open.store(0, std::memory_order_seq_cst);
     // The helpers that joined finish their last tasks about when worker 0
     // does: poll for a while, then sleep until the last one leaves.
-    const auto until = std::chrono::steady_clock::now() + kSpin;
-    for (int i = 1; p->active.load(std::memory_order_seq_cst) != 0; ++i) {
-        cpu_relax();
-        if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
-            std::unique_lock<std::mutex> lock(p->m);
-            p->done.wait(lock, [&] { return p->active.load(std::memory_order_seq_cst) == 0; });
-            break;
-        }
-    }
+    wait_until(p, p->done, [&] { return p->active.load(std::memory_order_seq_cst) == 0; });
     p->busy.store(false, std::memory_order_release);
     return n;
 }
 
 int32_t helper_threads() noexcept {
-    const Pool* p = g_pool.load(std::memory_order_acquire);
-    return p ? p->count.load(std::memory_order_relaxed) : 0;
+    Pool* p = g_pool.load(std::memory_order_acquire);
+    if (!p) return 0;
+    std::lock_guard<std::mutex> lock(p->m);
+    return int32_t(p->threads.size());
 }
 
 }  // namespace gdn::cpu
