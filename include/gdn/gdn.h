@@ -56,8 +56,8 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 3
-#define GDN_VERSION_PATCH 8
+#define GDN_VERSION_MINOR 4
+#define GDN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -188,7 +188,14 @@ typedef enum gdn_path_t {
                                                 outputs or the state. Every CUDA path takes it on
                                                 sm_90+; below sm_90, on HIP and on the CPU it
                                                 changes nothing. Since 0.3. */
-#define GDN_FLAG_ALL_ ((1u << 6) - 1u)
+#define GDN_FLAG_TOKEN_STATES      (1u << 6) /* Speculative decoding: tensors.token_state_indices
+                                                names, for every token, the slot that receives the
+                                                state after that token (or none); the sequences'
+                                                own slots are read, not written. Runs the sequential
+                                                path. Backends that run it set
+                                                GDN_FEATURE_TOKEN_STATES; elsewhere the call is
+                                                GDN_ERROR_NOT_SUPPORTED. Since 0.4. */
+#define GDN_FLAG_ALL_ ((1u << 7) - 1u)
 
 /* Capability feature bits (gdn_caps_t.features). */
 #define GDN_FEATURE_ASYNC_COPY  (1ull << 0) /* cp.async (sm_80+) */
@@ -197,6 +204,8 @@ typedef enum gdn_path_t {
 #define GDN_FEATURE_WGMMA       (1ull << 3) /* sm_90 warpgroup MMA, and this build holds sm_90a code for it */
 #define GDN_FEATURE_GFX11_WMMA  (1ull << 4) /* RDNA3 16x16x16 WMMA */
 #define GDN_FEATURE_CPU_THREADS (1ull << 5) /* CPU backend runs multi-threaded */
+#define GDN_FEATURE_TOKEN_STATES (1ull << 6) /* the backend runs GDN_FLAG_TOKEN_STATES (the CPU;
+                                                since 0.4) */
 
 /* ------------------------------------------------------------------- probe */
 
@@ -305,6 +314,13 @@ typedef struct gdn_tensors_t {
     const float* A_log;        /* [Hv], GDN_FLAG_GATE_FROM_RAW */
     const float* dt_bias;      /* [Hv], GDN_FLAG_GATE_FROM_RAW */
     const float* norm_weight;  /* [V],  GDN_FLAG_OUTPUT_NORM */
+    /* GDN_FLAG_TOKEN_STATES only (NULL otherwise), num_tokens entries, one per token in the
+       order of the tokens: the slot into which the state after that token is written (all value
+       heads); negative = not written. With it a sequence's own slot (state_indices) is read and
+       never written: the state after its last token lands where that token's entry says (which
+       may be its own slot). The slots written in a call are distinct, and none is another
+       sequence's own slot. A padding sequence writes nothing. Since 0.4. */
+    const int32_t* token_state_indices;
 } gdn_tensors_t;
 
 static inline void gdn_tensors_init(gdn_tensors_t* t) {
@@ -356,8 +372,10 @@ GDN_API gdn_status_t gdn_workspace_size(const gdn_caps_t* caps, const gdn_proble
 
 /* Runs the gated delta rule over every sequence of the batch: reads q, k, v,
  * g, beta (and z), reads each sequence's state slot (unless it starts from
- * zero), writes out and the final state back into the same slot. The path is
- * the one gdn_select_path() reports (the sequential one for decode).
+ * zero), writes out and the final state back into the same slot (with
+ * GDN_FLAG_TOKEN_STATES: the state after each token into the slot that token
+ * names, and nothing into the sequence's own slot). The path is the one
+ * gdn_select_path() reports (the sequential one for decode).
  *
  * Ownership: nothing is retained after the call returns; GPU work is enqueued
  * on `stream` (a cudaStream_t / hipStream_t; NULL = default stream) and the

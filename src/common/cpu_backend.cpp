@@ -88,7 +88,8 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     caps->warp_size = 1;
     caps->shared_mem_per_block_optin = 0;
     caps->shared_mem_per_multiprocessor = 0;
-    caps->features = caps->multiprocessor_count > 1 ? GDN_FEATURE_CPU_THREADS : 0;
+    caps->features = GDN_FEATURE_TOKEN_STATES |
+                     (caps->multiprocessor_count > 1 ? GDN_FEATURE_CPU_THREADS : 0);
     caps->compute_major = 0;
     caps->compute_minor = 0;
     return GDN_SUCCESS;
@@ -119,8 +120,12 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
                     path.chunk_size);
     // The per-sequence arrays are host memory here: check them before
     // anything is written.
-    if (gdn_status_t st = check_sequence_arrays(shape, tensors.cu_seqlens, tensors.state_indices))
+    if (gdn_status_t st = check_sequence_arrays(shape, tensors.cu_seqlens, tensors.state_indices,
+                                                tensors.token_state_indices))
         return st;
+    if (tensors.token_state_indices && path.path != GDN_PATH_SEQUENTIAL)
+        return fail(GDN_ERROR_INTERNAL, "the CPU backend got per-token states on path {}",
+                    int(path.path));
 
     const Dims dims = dims_of(shape, path);
     const size_t stride = worker_stride(worker_bytes(dims, path.path));
@@ -146,6 +151,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         task.bos = tensors.cu_seqlens ? tensors.cu_seqlens[seq] : int64_t(seq) * equal_len;
         task.len = tensors.cu_seqlens ? int64_t(tensors.cu_seqlens[seq + 1]) - task.bos : equal_len;
         task.from_zero = tensors.start_from_zero && tensors.start_from_zero[seq] != 0;
+        if (tensors.token_state_indices) task.token_slots = tensors.token_state_indices + task.bos;
         float* slot_state = tensors.state + int64_t(slot) * tensors.state_slot_stride;
         const int32_t first = int32_t(int64_t(part) * G / parts);
         const int32_t last = int32_t(int64_t(part + 1) * G / parts);

@@ -255,7 +255,8 @@ void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const 
     // A [K][V] slot without padding columns is updated where it lies (the loops below touch
     // rows < K, columns < Vp = V); any other is copied in and out of the worker's scratch.
     float* const slot = task.states[head_index];
-    const bool in_place = s.state_layout == GDN_STATE_KV && Vp == d.V;
+    // With per-token states the own slot is only read: S lives in the scratch.
+    const bool in_place = s.state_layout == GDN_STATE_KV && Vp == d.V && !task.token_slots;
     float* __restrict S = in_place ? slot : w.S[0];
     float* __restrict q = w.q;
     float* __restrict k = w.k;
@@ -299,8 +300,12 @@ void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const 
             }
         }
         store_out_row(s, x, t, h, o, w.z);
+        if (task.token_slots && task.token_slots[t - task.bos] >= 0)
+            store_state(s, d, S,
+                        x.state + int64_t(task.token_slots[t - task.bos]) * x.state_slot_stride +
+                            int64_t(h) * K * d.V);
     }
-    if (!in_place) store_state(s, d, S, slot);
+    if (!in_place && !task.token_slots) store_state(s, d, S, slot);
 }
 
 // The sequential path walks the task's heads one after another.
@@ -757,7 +762,9 @@ const char* kernel_variant_name() {
 
 void run_head_task(const Shape& shape, const Tensors& tensors, const PathChoice& path,
                    const Dims& dims, const HeadTask& task, const WorkerScratch& scratch) {
-    if (task.len == 0 && !task.from_zero) return;  // nothing to read or change
+    // Nothing to read or change (a zero-start sequence of no tokens writes its
+    // zero state, unless its states go to its tokens' slots).
+    if (task.len == 0 && (!task.from_zero || task.token_slots)) return;
 #if GDN_CPU_AVX2_VARIANT
     switch (build_that_runs()) {
         case Build::avx512: run_path_avx512(shape, tensors, path, dims, task, scratch); return;

@@ -98,6 +98,11 @@ struct HeadTask {
     int64_t bos;                       // first token of the sequence
     int64_t len;                       // its tokens (may be 0)
     bool from_zero;                    // start from S = 0 (the slot is written, never read)
+    // GDN_FLAG_TOKEN_STATES (sequential path only): token_slots[t] is the slot
+    // that receives the state after the sequence's token t (< 0: none); the
+    // task's own states are read, never written. Null: the final state is
+    // written back into the task's own states.
+    const int32_t* token_slots = nullptr;
 };
 
 // Whether the chunked kernels take this chunk length (a multiple of their

@@ -4,6 +4,8 @@
 //   - `chunked` forced: the chunked path of the backend, or NOT_SUPPORTED with
 //     the reason it cannot run here — never a silent fallback.
 //   - `auto`: the chunked path where it is eligible and faster, else sequential.
+//   - GDN_FLAG_TOKEN_STATES: sequential (auto or forced) where the backend
+//     runs it (the CPU), else NOT_SUPPORTED.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -220,6 +222,25 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
                          PathChoice* out) {
     PathChoice c;
+    if (s.token_states()) {
+        // The state after every token: the sequential kernel has it, the
+        // chunked ones only at chunk ends.
+        if (caps.backend != GDN_BACKEND_CPU)
+            return fail(GDN_ERROR_NOT_SUPPORTED,
+                        "problem.flags has GDN_FLAG_TOKEN_STATES, which the {} backend does not run "
+                        "(caps.features lacks GDN_FEATURE_TOKEN_STATES; the CPU backend runs it)",
+                        caps.backend == GDN_BACKEND_CUDA ? "CUDA" : "HIP");
+        if (s.algorithm == GDN_ALGO_CHUNKED)
+            return fail(GDN_ERROR_NOT_SUPPORTED,
+                        "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "
+                        "after every token, which only the sequential path does");
+        c.path = GDN_PATH_SEQUENTIAL;
+        set_reason(&c, s.algorithm == GDN_ALGO_SEQUENTIAL
+                           ? "sequential: forced by problem.algorithm"
+                           : "auto: sequential, GDN_FLAG_TOKEN_STATES writes the state after every token");
+        *out = c;
+        return GDN_SUCCESS;
+    }
     if (s.algorithm == GDN_ALGO_SEQUENTIAL) {
         c.path = GDN_PATH_SEQUENTIAL;
         set_reason(&c, "sequential: forced by problem.algorithm");

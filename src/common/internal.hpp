@@ -39,6 +39,7 @@ struct Shape {
     bool beta_from_logits() const { return (flags & GDN_FLAG_BETA_FROM_LOGITS) != 0; }
     bool output_norm() const { return (flags & GDN_FLAG_OUTPUT_NORM) != 0; }
     bool validate() const { return (flags & GDN_FLAG_VALIDATE) != 0; }
+    bool token_states() const { return (flags & GDN_FLAG_TOKEN_STATES) != 0; }
 };
 
 // The key head that serves value head h.
@@ -68,6 +69,7 @@ struct Tensors {
     const float* A_log;
     const float* dt_bias;
     const float* norm_weight;
+    const int32_t* token_state_indices;     // null unless token_states: per token, the slot of its state
 };
 
 // Element (k, v) of one head's state, in either layout.

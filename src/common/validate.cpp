@@ -134,6 +134,63 @@ Range range_of(const char* name, const void* p, int64_t tokens, Strides s, int32
 
 bool overlap(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
 
+// GDN_FLAG_TOKEN_STATES (cu and idx already checked): every entry below
+// num_state_slots; the slots a call writes (the entries of the sequences that
+// are not padding) named once, and none of them another sequence's own slot,
+// which that sequence reads while this one writes. A sequence may name its
+// own slot: it reads it before its first token's state is written.
+gdn_status_t check_token_state_indices(const Shape& s, const int32_t* cu, const int32_t* idx,
+                                       const int32_t* token_idx) {
+    for (int64_t i = 0; i < s.num_tokens; ++i)
+        if (token_idx[i] >= s.num_state_slots)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "token_state_indices[{}] ({}) >= num_state_slots ({})", i, token_idx[i],
+                        s.num_state_slots);
+    // Sorted (slot, sequence) of the own slots and (slot, token, sequence)
+    // of the writes: O((num_seqs + num_tokens) log) whatever the pool's size.
+    struct Own {
+        int32_t slot, seq;
+    };
+    struct Write {
+        int32_t slot;
+        int64_t token;
+        int32_t seq;
+    };
+    std::vector<Own> own;
+    own.reserve(size_t(s.num_seqs));
+    for (int32_t n = 0; n < s.num_seqs; ++n) {
+        const int32_t slot = idx ? idx[n] : n;
+        if (slot >= 0) own.push_back({slot, n});
+    }
+    std::sort(own.begin(), own.end(), [](const Own& x, const Own& y) { return x.slot < y.slot; });
+    std::vector<Write> writes;
+    const int64_t equal_len = s.num_tokens / s.num_seqs;
+    for (int32_t n = 0; n < s.num_seqs; ++n) {
+        if (idx && idx[n] < 0) continue;  // padding: writes nothing
+        const int64_t bos = cu ? cu[n] : int64_t(n) * equal_len;
+        const int64_t eos = cu ? cu[n + 1] : bos + equal_len;
+        for (int64_t i = bos; i < eos; ++i)
+            if (token_idx[i] >= 0) writes.push_back({token_idx[i], i, n});
+    }
+    std::sort(writes.begin(), writes.end(), [](const Write& x, const Write& y) {
+        return x.slot != y.slot ? x.slot < y.slot : x.token < y.token;
+    });
+    for (size_t j = 0; j < writes.size(); ++j) {
+        const Write& w = writes[j];
+        if (j > 0 && writes[j - 1].slot == w.slot)
+            return fail(GDN_ERROR_INVALID_ARGUMENT, "token_state_indices[{}] and [{}] both name slot {}",
+                        writes[j - 1].token, w.token, w.slot);
+        auto it = std::lower_bound(own.begin(), own.end(), w.slot,
+                                   [](const Own& x, int32_t slot) { return x.slot < slot; });
+        if (it != own.end() && it->slot == w.slot && it->seq != w.seq)
+            return fail(GDN_ERROR_INVALID_ARGUMENT,
+                        "token_state_indices[{}] (sequence {}) names slot {}, the own slot of "
+                        "sequence {}",
+                        w.token, w.seq, w.slot, it->seq);
+    }
+    return GDN_SUCCESS;
+}
+
 }  // namespace
 
 const char* dtype_name(gdn_dtype_t t) {
@@ -365,6 +422,19 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
     r.cu_seqlens = t.cu_seqlens;
     r.state_indices = t.state_indices;
     r.start_from_zero = t.start_from_zero;
+    if (s.token_states() && t.token_state_indices == nullptr)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.token_state_indices is NULL with GDN_FLAG_TOKEN_STATES");
+    if (!s.token_states() && t.token_state_indices != nullptr)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.token_state_indices ({}) is set without GDN_FLAG_TOKEN_STATES in "
+                    "problem.flags",
+                    static_cast<const void*>(t.token_state_indices));
+    if (t.token_state_indices && reinterpret_cast<uintptr_t>(t.token_state_indices) % 4 != 0)
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "tensors.token_state_indices ({}) is not aligned to 4 bytes",
+                    static_cast<const void*>(t.token_state_indices));
+    r.token_state_indices = t.token_state_indices;
 
     if (s.gate_from_raw()) {
         if (t.A_log == nullptr)
@@ -428,6 +498,7 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
         array_range("A_log", r.A_log, uint64_t(s.num_v_heads) * 4),
         array_range("dt_bias", r.dt_bias, uint64_t(s.num_v_heads) * 4),
         array_range("norm_weight", r.norm_weight, uint64_t(s.head_dim_v) * 4),
+        array_range("token_state_indices", r.token_state_indices, uint64_t(T) * 4),
     };
     for (const Range& a : arrays) {
         if (a.end <= a.begin) continue;
@@ -441,7 +512,8 @@ gdn_status_t read_tensors(const Shape& s, const gdn_tensors_t* in, Tensors* out)
     return GDN_SUCCESS;
 }
 
-gdn_status_t check_sequence_arrays(const Shape& s, const int32_t* cu, const int32_t* idx) {
+gdn_status_t check_sequence_arrays(const Shape& s, const int32_t* cu, const int32_t* idx,
+                                   const int32_t* token_idx) {
     if (cu) {
         if (cu[0] != 0)
             return fail(GDN_ERROR_INVALID_ARGUMENT, "cu_seqlens[0] ({}) != 0", cu[0]);
@@ -474,6 +546,7 @@ gdn_status_t check_sequence_arrays(const Shape& s, const int32_t* cu, const int3
         if (dup != used.end())
             return fail(GDN_ERROR_INVALID_ARGUMENT, "state_indices name slot {} twice", *dup);
     }
+    if (token_idx) return check_token_state_indices(s, cu, idx, token_idx);
     return GDN_SUCCESS;
 }
 

@@ -23,9 +23,12 @@ gdn_status_t read_tensors(const Shape& shape, const gdn_tensors_t* in, Tensors* 
 // host here (the CPU backend always calls it; GPU backends call it on host
 // copies in GDN_FLAG_VALIDATE mode): cu_seqlens starts at 0, never decreases,
 // ends at num_tokens, no sequence longer than max_seqlen; slot indices below
-// num_state_slots, no slot named twice.
+// num_state_slots, no slot named twice; with token_state_indices (not null
+// only under GDN_FLAG_TOKEN_STATES), its entries below num_state_slots, no
+// slot written twice, none another sequence's own slot.
 gdn_status_t check_sequence_arrays(const Shape& shape, const int32_t* cu_seqlens,
-                                   const int32_t* state_indices);
+                                   const int32_t* state_indices,
+                                   const int32_t* token_state_indices = nullptr);
 
 // Bytes of one element.
 inline size_t dtype_size(gdn_dtype_t t) { return t == GDN_DTYPE_F32 ? 4 : 2; }
