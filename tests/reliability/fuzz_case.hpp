@@ -28,6 +28,7 @@ enum BufferId : int {
     kBufALog,
     kBufDtBias,
     kBufNormWeight,
+    kBufTokenStates,  // token_state_indices (GDN_FLAG_TOKEN_STATES)
     kNumBuffers
 };
 
@@ -91,6 +92,10 @@ struct FuzzCase {
     uint8_t workspace_mode = 0;  // %6: exact, larger, one byte short, NULL, misaligned, NULL and 0 bytes
     uint8_t value_mode = 0;      // %4: 0-2 plain values, 3 with NaN/inf/huge/subnormal sprinkled in
     uint32_t value_seed = 0;
+    // Since 0.4, read last (older inputs end before them and read 0: NULL).
+    uint8_t tsi_mode = 0;      // %5: 0 NULL, 1 slots for some tokens, 2 each sequence's own slot at its
+                               // last token, 3 bytes as slots, 4 as 1 but misaligned by 2 bytes
+    uint8_t tsi_bytes[8] = {};
 };
 
 // Reads from bytes; past the end every field reads as zero.
@@ -176,6 +181,8 @@ void transfer(IO& io, FuzzCase& c) {
     io.io(c.workspace_mode);
     io.io(c.value_mode);
     io.io(c.value_seed);
+    io.io(c.tsi_mode);
+    for (uint8_t& b : c.tsi_bytes) io.io(b);
 }
 
 // The one entry point: decodes a FuzzCase and checks every invariant;

@@ -143,7 +143,8 @@ const char* buffer_name(int b) {
                                                    "g",     "beta",       "out",
                                                    "z",     "state",      "cu_seqlens",
                                                    "state_indices",       "start_from_zero",
-                                                   "A_log", "dt_bias",    "norm_weight"};
+                                                   "A_log", "dt_bias",    "norm_weight",
+                                                   "token_state_indices"};
     return b >= 0 && b < kNumBuffers ? names[b] : "?";
 }
 
@@ -227,6 +228,9 @@ private:
         if (content_why_.empty()) content_why_ = why;
     }
     bool in_use(int b) const;
+    bool token_states() const { return (eff_.flags & GDN_FLAG_TOKEN_STATES) != 0; }
+    // The first token of sequence s (s = n_: num_tokens), from sound arrays.
+    int64_t seq_begin(int32_t s) const { return cu_null_ ? int64_t(s) * (T_ / n_) : cu_[size_t(s)]; }
 
     const FuzzCase& c_;
     Rng rng_;
@@ -249,8 +253,8 @@ private:
     Layout lay_[kNumStrided];
 
     Buffer buf_[kNumBuffers];
-    std::vector<int32_t> cu_, idx_;
-    bool cu_null_ = true, idx_null_ = true, sfz_null_ = true;
+    std::vector<int32_t> cu_, idx_, tsi_;
+    bool cu_null_ = true, idx_null_ = true, sfz_null_ = true, tsi_null_ = true;
 
     size_t need_ = 0;
     Buffer workspace_;
@@ -271,6 +275,7 @@ bool Harness::in_use(int b) const {
         case kBufCuSeqlens: return eff_tensors_.cu_seqlens != nullptr;
         case kBufStateIndices: return eff_tensors_.state_indices != nullptr;
         case kBufStartFromZero: return eff_tensors_.start_from_zero != nullptr;
+        case kBufTokenStates: return eff_tensors_.token_state_indices != nullptr;
         default: return true;
     }
 }
@@ -506,6 +511,7 @@ i128 Harness::extent_bytes(int b) const {
         case kBufStateIndices: return i128(n_) * 4;
         case kBufStartFromZero: return i128(n_);
         case kBufNormWeight: return i128(V_) * 4;
+        case kBufTokenStates: return i128(T_) * 4;
         default: return i128(Hv_) * 4;  // A_log, dt_bias
     }
 }
@@ -527,9 +533,10 @@ void Harness::build_buffers() {
         uint8_t mode = 0;
         if (b < kNumStrided) mode = c_.tensor[b].ptr_mode % 8;
         else if (b == kBufState) mode = c_.state.ptr_mode % 8;
-        else if (b >= kBufALog) mode = c_.param_ptr_mode[b - kBufALog] % 8;
+        else if (b >= kBufALog && b <= kBufNormWeight) mode = c_.param_ptr_mode[b - kBufALog] % 8;
         size_t misalign = mode == 5 ? 1 : mode == 7 ? 2 : 0;
         if (b == kBufStateIndices && c_.idx_mode % 5 == 4) misalign = 2;
+        if (b == kBufTokenStates && c_.tsi_mode % 5 == 4) misalign = 2;
         if (b == kBufCuSeqlens || b == kBufStartFromZero) misalign = 0;
         buf_[b].allocate(extent, misalign, b == kOut || b == kBufState);
     }
@@ -610,6 +617,38 @@ void Harness::build_sequence_arrays() {
         uint8_t* p = buf_[kBufStartFromZero].ptr();
         for (int32_t i = 0; i < n_; ++i) p[i] = uint8_t(sm == 2 ? 1 : (c_.sfz_bits >> (i % 8)) & 1);
     }
+    const int tm = c_.tsi_mode % 5;
+    if (tm != 0) {
+        tsi_.assign(size_t(T_), -1);
+        if (tm == 3) {
+            for (int64_t i = 0; i < T_; ++i) tsi_[size_t(i)] = int8_t(c_.tsi_bytes[i % 8]);
+        } else {
+            // Each sequence's tokens (clamped: cu_seqlens may be a fault of
+            // its own), its own slot, and slots owned by nobody else.
+            std::vector<int32_t> owner(size_t(slots_), -1);
+            auto own_slot = [&](int32_t s) { return idx_.empty() ? s : idx_[size_t(s)]; };
+            for (int32_t s = 0; s < n_; ++s)
+                if (own_slot(s) >= 0 && own_slot(s) < slots_) owner[size_t(own_slot(s))] = s;
+            std::vector<char> used(size_t(slots_), 0);
+            for (int32_t s = 0; s < n_; ++s) {
+                const int64_t b = cu_.empty() ? int64_t(s) * (T_ / n_) : cu_[size_t(s)];
+                const int64_t e = cu_.empty() ? int64_t(s + 1) * (T_ / n_) : cu_[size_t(s) + 1];
+                const int64_t lo = std::max<int64_t>(0, std::min(b, T_)), hi = std::max(lo, std::min(e, T_));
+                if (tm == 2) {
+                    if (hi > lo) tsi_[size_t(hi - 1)] = own_slot(s);
+                    continue;
+                }
+                for (int64_t i = lo; i < hi; ++i) {
+                    if ((c_.tsi_bytes[0] >> (i % 8)) & 1) continue;  // this token's state: not kept
+                    const int32_t cand = int32_t((uint64_t(i) * 5u + c_.tsi_bytes[1 + i % 7]) % uint64_t(slots_));
+                    if (used[size_t(cand)] || (owner[size_t(cand)] >= 0 && owner[size_t(cand)] != s)) continue;
+                    used[size_t(cand)] = 1;
+                    tsi_[size_t(i)] = cand;
+                }
+            }
+        }
+        std::memcpy(buf_[kBufTokenStates].ptr(), tsi_.data(), tsi_.size() * 4);
+    }
 }
 
 void Harness::set_pointers() {
@@ -634,6 +673,8 @@ void Harness::set_pointers() {
             case kBufALog: return raw_gate && present(offsetof(gdn_tensors_t, A_log));
             case kBufDtBias: return raw_gate && present(offsetof(gdn_tensors_t, dt_bias));
             case kBufNormWeight: return norm && present(offsetof(gdn_tensors_t, norm_weight));
+            case kBufTokenStates:
+                return c_.tsi_mode % 5 != 0 && present(offsetof(gdn_tensors_t, token_state_indices));
             default: return true;
         }
     };
@@ -661,6 +702,7 @@ void Harness::set_pointers() {
     p[kBufCuSeqlens] = c_.cu_mode % 5 == 0 ? nullptr : own[kBufCuSeqlens];
     p[kBufStateIndices] = c_.idx_mode % 5 == 0 ? nullptr : own[kBufStateIndices];
     p[kBufStartFromZero] = c_.sfz_mode % 3 == 0 ? nullptr : own[kBufStartFromZero];
+    p[kBufTokenStates] = c_.tsi_mode % 5 == 0 ? nullptr : own[kBufTokenStates];
     for (int j = 0; j < 3; ++j) p[kBufALog + j] = resolve(kBufALog + j, c_.param_ptr_mode[j], uint8_t(j));
     for (int i = 0; i < kNumStrided; ++i)
         if (i != kOut) p[i] = resolve(i, c_.tensor[i].ptr_mode, c_.tensor[i].alias);
@@ -681,6 +723,7 @@ void Harness::set_pointers() {
     tensors_.A_log = static_cast<const float*>(p[kBufALog]);
     tensors_.dt_bias = static_cast<const float*>(p[kBufDtBias]);
     tensors_.norm_weight = static_cast<const float*>(p[kBufNormWeight]);
+    tensors_.token_state_indices = static_cast<const int32_t*>(p[kBufTokenStates]);
 }
 
 // The faults of this call, read off the effective structs as the library
@@ -693,17 +736,19 @@ void Harness::derive_faults() {
     cu_null_ = e.cu_seqlens == nullptr;
     idx_null_ = e.state_indices == nullptr;
     sfz_null_ = e.start_from_zero == nullptr;
+    tsi_null_ = e.token_state_indices == nullptr;
     if (!problem_ok_ || tensors_null_ || !struct_size_ok(tensors_)) return;
 
     const void* ptr[kNumBuffers] = {e.q, e.k, e.v, e.g, e.beta, e.out, e.z, e.state,
                                     e.cu_seqlens, e.state_indices, e.start_from_zero,
-                                    e.A_log, e.dt_bias, e.norm_weight};
+                                    e.A_log, e.dt_bias, e.norm_weight, e.token_state_indices};
     size_t align[kNumBuffers] = {};
     for (int i = 0; i < kNumStrided; ++i) align[i] = lay_[i].esize;
     for (int b = kBufState; b < kNumBuffers; ++b) align[b] = 4;
     align[kBufStartFromZero] = 1;
-    const bool optional[kNumBuffers] = {false, false, false, false, false, false, false, false,
-                                        true,  true,  true};
+    bool optional[kNumBuffers] = {false, false, false, false, false, false, false, false,
+                                  true,  true,  true};
+    optional[kBufTokenStates] = true;  // NULL with the flag: below
     for (int b = 0; b < kNumBuffers; ++b) {
         if (!in_use(b)) continue;  // z and the parameters without their flag, NULL arrays
         if (ptr[b] == nullptr) {
@@ -763,6 +808,8 @@ void Harness::derive_faults() {
         else if (T_ / n_ > max_seqlen_) fatal("cu_seqlens NULL, num_tokens / num_seqs > max_seqlen");
     }
     if (idx_null_ && slots_ < n_) fatal("num_state_slots < num_seqs without state_indices");
+    if (token_states() && tsi_null_) fatal("token_state_indices NULL with GDN_FLAG_TOKEN_STATES");
+    if (!token_states() && !tsi_null_) fatal("token_state_indices set without GDN_FLAG_TOKEN_STATES");
 
     // The contents of the per-sequence arrays (the CPU backend checks them).
     if (!cu_null_ && !cu_.empty()) {
@@ -783,6 +830,28 @@ void Harness::derive_faults() {
         std::sort(used.begin(), used.end());
         if (std::adjacent_find(used.begin(), used.end()) != used.end()) content_fault("two sequences name one slot");
     }
+    // Per-token slots (their own rules only where cu_seqlens and the slots
+    // are sound: the library checks those first).
+    if (token_states() && !tsi_null_ && !tsi_.empty() && content_why_.empty()) {
+        for (int32_t v : tsi_)
+            if (v >= slots_) content_fault("a token state index >= num_state_slots");
+        if (content_why_.empty()) {
+            std::vector<int32_t> owner(size_t(slots_), -1), writes(size_t(slots_), 0);
+            for (int32_t s = 0; s < n_; ++s) {
+                const int32_t own = idx_null_ ? s : idx_[size_t(s)];
+                if (own >= 0) owner[size_t(own)] = s;
+            }
+            for (int32_t s = 0; s < n_; ++s) {
+                if (!idx_null_ && idx_[size_t(s)] < 0) continue;  // padding writes nothing
+                for (int64_t i = seq_begin(s); i < seq_begin(s + 1); ++i) {
+                    const int32_t v = tsi_[size_t(i)];
+                    if (v < 0) continue;
+                    if (owner[size_t(v)] >= 0 && owner[size_t(v)] != s) content_fault("a token names another sequence's slot");
+                    if (writes[size_t(v)]++) content_fault("two tokens name one slot");
+                }
+            }
+        }
+    }
 }
 
 void Harness::describe() {
@@ -792,7 +861,7 @@ void Harness::describe() {
                   "T=%lld seqs=%d max_seqlen=%lld Hk=%d Hv=%d K=%d V=%d map=%d dtypes(in,gate,out)=%d,%d,%d "
                   "layout=%d slots=%d algo=%d prec=%d flags=0x%x | strides q(%lld,%lld) k(%lld,%lld) "
                   "v(%lld,%lld) g(%lld,%lld) beta(%lld,%lld) out(%lld,%lld) z(%lld,%lld) slot %lld | "
-                  "cu %s idx %s sfz %s | sizes_ok=%d fault=\"%s\" content=\"%s\"",
+                  "cu %s idx %s sfz %s tsi %s | sizes_ok=%d fault=\"%s\" content=\"%s\"",
                   (long long)p.num_tokens, p.num_seqs, (long long)p.max_seqlen, p.num_k_heads, p.num_v_heads,
                   p.head_dim_k, p.head_dim_v, raw(p.head_mapping), raw(p.input_dtype), raw(p.gate_dtype),
                   raw(p.output_dtype), raw(p.state_layout), p.num_state_slots, raw(p.algorithm),
@@ -805,6 +874,7 @@ void Harness::describe() {
                   (long long)tensors_.out_head_stride, (long long)tensors_.z_token_stride,
                   (long long)tensors_.z_head_stride, (long long)tensors_.state_slot_stride,
                   cu_null_ ? "NULL" : "set", idx_null_ ? "NULL" : "set", sfz_null_ ? "NULL" : "set",
+                  tsi_null_ ? "NULL" : "set",
                   int(sizes_ok_), fatal_why_.c_str(), content_why_.c_str());
     g_context = s;
 }
@@ -956,8 +1026,17 @@ void Harness::check_written_regions(const std::vector<unsigned char>& state_befo
                 const size_t off = buf_[kOut].begin + size_t(t * O.token + h * O.head) * O.esize;
                 std::fill(out_ok.begin() + ptrdiff_t(off), out_ok.begin() + ptrdiff_t(off + row), 1);
             }
-        const size_t off = buf_[kBufState].begin + size_t(int64_t(slot_index) * slot_stride_) * 4;
-        std::fill(state_ok.begin() + ptrdiff_t(off), state_ok.begin() + ptrdiff_t(off + slot), 1);
+        // The slot it names, or with per-token states the slots its tokens name.
+        std::vector<int32_t> written{slot_index};
+        if (token_states()) {
+            written.clear();
+            for (int64_t t = bos[size_t(s)]; t < bos[size_t(s) + 1]; ++t)
+                if (tsi_[size_t(t)] >= 0) written.push_back(tsi_[size_t(t)]);
+        }
+        for (int32_t w : written) {
+            const size_t off = buf_[kBufState].begin + size_t(int64_t(w) * slot_stride_) * 4;
+            std::fill(state_ok.begin() + ptrdiff_t(off), state_ok.begin() + ptrdiff_t(off + slot), 1);
+        }
     }
     const std::vector<unsigned char>& out = buf_[kOut].mem;
     for (size_t i = 0; i < out.size(); ++i)
@@ -1032,11 +1111,28 @@ void Harness::compare_with_reference(const std::vector<unsigned char>& state_bef
     size_t state_at = 0;
     const float* st = reinterpret_cast<const float*>(buf_[kBufState].ptr());
     for (size_t i = 0; i < state_elems; ++i) state_max = std::max(state_max, std::fabs(ref_state[i]));
-    for (size_t i = 0; i < state_elems; ++i) {
+    // Element i of the library's pool against element `want` of the
+    // reference's. With per-token states the reference (a plain run) has
+    // each sequence's final state in its own slot, and the library in the
+    // slot its last token names (if any; other slots: the unit tests).
+    auto check_element = [&](size_t i, size_t want) {
         float f;
         std::memcpy(&f, st + i, 4);
-        const double d = std::fabs(double(f) - ref_state[i]);
+        const double d = std::fabs(double(f) - ref_state[want]);
         if (!(d <= state_worst)) state_worst = d, state_at = i;
+    };
+    if (!token_states()) {
+        for (size_t i = 0; i < state_elems; ++i) check_element(i, i);
+    } else {
+        const size_t slot = size_t(Hv_) * K_ * V_;
+        for (int32_t s = 0; s < n_; ++s) {
+            const int32_t own_slot = idx_null_ ? s : idx_[size_t(s)];
+            if (own_slot < 0 || bos[size_t(s) + 1] == bos[size_t(s)]) continue;
+            const int32_t last = tsi_[size_t(bos[size_t(s) + 1] - 1)];
+            if (last < 0) continue;
+            for (size_t e = 0; e < slot; ++e)
+                check_element(size_t(int64_t(last) * slot_stride_) + e, size_t(int64_t(own_slot) * slot_stride_) + e);
+        }
     }
     if (!(state_worst <= 1e-4 * state_max))
         violation("state element %zu differs from the FP64 reference by %.3g (max|ref| %.3g, path %d)", state_at,

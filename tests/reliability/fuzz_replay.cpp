@@ -263,6 +263,39 @@ std::vector<Seed> seeds() {
                      c.gate_dtype = 1;  // = input dtype
                      return c;
                  }});
+    // GDN_FLAG_TOKEN_STATES (0.4): a speculative step of 3 sequences x 4
+    // tokens in a pool of 16 slots, some tokens' states kept; each sequence's
+    // own slot at its last token (a plain run's results) over a varlen batch
+    // with padding; raw bytes as slots.
+    s.push_back({"token-states-spec-step", [] {
+                     FuzzCase c = shape(12, 3, 1, 2, 16, 16);
+                     c.flags = GDN_FLAG_TOKEN_STATES;
+                     c.raw_fields = kRawSlots;
+                     c.num_state_slots = 16;
+                     c.idx_mode = 1, c.idx_bytes[0] = 5;
+                     c.tsi_mode = 1;
+                     c.tsi_bytes[0] = 0x12, c.tsi_bytes[1] = 3, c.tsi_bytes[2] = 9;
+                     return c;
+                 }});
+    s.push_back({"token-states-own-slot-last-varlen", [] {
+                     FuzzCase c = shape(40, 3, 1, 2, 16, 8);
+                     c.flags = GDN_FLAG_TOKEN_STATES;
+                     c.num_state_slots = 5;
+                     c.cu_mode = 1;
+                     c.cu_bytes[0] = 10, c.cu_bytes[1] = 60, c.cu_bytes[2] = 30;
+                     c.idx_mode = 2, c.idx_bytes[0] = 1, c.idx_bytes[1] = 0x2;
+                     c.tsi_mode = 2;
+                     return c;
+                 }});
+    s.push_back({"token-states-bytes-as-slots", [] {
+                     FuzzCase c = shape(8, 2, 1, 1, 16, 16);
+                     c.flags = GDN_FLAG_TOKEN_STATES;
+                     c.num_state_slots = 5;
+                     c.idx_mode = 1;
+                     c.tsi_mode = 3;
+                     c.tsi_bytes[0] = 2, c.tsi_bytes[1] = 0xFF, c.tsi_bytes[2] = 3, c.tsi_bytes[3] = 4;
+                     return c;
+                 }});
     return s;
 }
 
