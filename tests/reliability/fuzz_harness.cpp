@@ -839,7 +839,7 @@ void Harness::derive_faults() {
             std::vector<int32_t> owner(size_t(slots_), -1), writes(size_t(slots_), 0);
             for (int32_t s = 0; s < n_; ++s) {
                 const int32_t own = idx_null_ ? s : idx_[size_t(s)];
-                if (own >= 0) owner[size_t(own)] = s;
+                if (own >= 0 && own < slots_) owner[size_t(own)] = s;  // (slots_ < num_seqs: a fault of its own)
             }
             for (int32_t s = 0; s < n_; ++s) {
                 if (!idx_null_ && idx_[size_t(s)] < 0) continue;  // padding writes nothing
