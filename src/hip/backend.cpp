@@ -165,7 +165,9 @@ gdn_status_t setup_device(int device, const DeviceModule** out) {
                 c.warp_size = prop.warpSize;
                 c.shared_mem_per_block_optin = prop.sharedMemPerBlock;
                 c.shared_mem_per_multiprocessor = prop.maxSharedMemoryPerMultiProcessor;
-                c.features = has_gfx11_wmma(arch) ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA) : 0;
+                // Every gfx runs the sequential kernel, which writes per-token states.
+                c.features = GDN_FEATURE_TOKEN_STATES |
+                             (has_gfx11_wmma(arch) ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA) : 0);
                 c.compute_major = prop.major;
                 c.compute_minor = prop.minor;
                 return GDN_SUCCESS;
@@ -181,7 +183,7 @@ gdn_status_t setup_device(int device, const DeviceModule** out) {
 // GDN_FLAG_VALIDATE: the device-side arrays, copied to the host and checked
 // before anything is enqueued (a synchronising call, by design).
 gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, hipStream_t stream) {
-    std::vector<int32_t> cu, idx;
+    std::vector<int32_t> cu, idx, tsi;
     if (t.cu_seqlens) {
         cu.resize(size_t(s.num_seqs) + 1);
         if (hipError_t e = hipMemcpyAsync(cu.data(), t.cu_seqlens, cu.size() * 4, hipMemcpyDeviceToHost, stream);
@@ -196,10 +198,19 @@ gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, hipStrea
             return fail(GDN_ERROR_DEVICE, "GDN_FLAG_VALIDATE: copying state_indices: {}",
                         hipGetErrorString(e));
     }
+    if (t.token_state_indices) {
+        tsi.resize(size_t(s.num_tokens));
+        if (hipError_t e = hipMemcpyAsync(tsi.data(), t.token_state_indices, tsi.size() * 4,
+                                          hipMemcpyDeviceToHost, stream);
+            e != hipSuccess)
+            return fail(GDN_ERROR_DEVICE, "GDN_FLAG_VALIDATE: copying token_state_indices: {}",
+                        hipGetErrorString(e));
+    }
     if (hipError_t e = hipStreamSynchronize(stream); e != hipSuccess)
         return fail(GDN_ERROR_DEVICE, "GDN_FLAG_VALIDATE: hipStreamSynchronize: {}", hipGetErrorString(e));
     return check_sequence_arrays(s, t.cu_seqlens ? cu.data() : nullptr,
-                                 t.state_indices ? idx.data() : nullptr);
+                                 t.state_indices ? idx.data() : nullptr,
+                                 t.token_state_indices ? tsi.data() : nullptr);
 }
 
 }  // namespace

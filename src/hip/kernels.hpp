@@ -268,7 +268,17 @@ GDN_DEVICE void sequential_body(const KernelParams& p) {
         if (part == 0)
             store_scalar(p.out, p.output_dtype,
                          (seq.bos + i) * p.out_token_stride + h * p.out_head_stride + vcol, o);
+        // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names.
+        if (p.token_state_indices) {
+            const int32_t ts = p.token_state_indices[seq.bos + i];
+            if (ts >= 0) {
+                float* dst = state + (int64_t(ts) - seq.slot) * p.state_slot_stride;
+#pragma unroll
+                for (int j = 0; j < ROWS; ++j) dst[j * row_step] = S[j];
+            }
+        }
     }
+    if (p.token_state_indices) return;  // the own slot is only read
 #pragma unroll
     for (int j = 0; j < ROWS; ++j) state[j * row_step] = S[j];
 }

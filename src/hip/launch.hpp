@@ -123,6 +123,7 @@ inline KernelParams make_params(const Shape& s, const Tensors& t) {
     p.A_log = t.A_log;
     p.dt_bias = t.dt_bias;
     p.norm_weight = t.norm_weight;
+    p.token_state_indices = t.token_state_indices;
     return p;
 }
 

@@ -71,6 +71,7 @@ struct KernelParams {
     const float* A_log;
     const float* dt_bias;
     const float* norm_weight;
+    const int32_t* token_state_indices;  // GDN_FLAG_TOKEN_STATES: per token, the slot of its state
 
     // chunked path: the prep's output for one super-block, per (sequence,
     // chunk of the super-block) slot and value head

@@ -47,6 +47,8 @@ struct Spec {
     bool some_fresh = false;         // start_from_zero for every other sequence
     bool wmma = true;                // caps: the gfx11 stand-in, or a part without WMMA
     uint64_t seed = 1;
+    int32_t extra_slots = 0;         // pool slots past the sequences' (GDN_FLAG_TOKEN_STATES)
+    std::vector<int32_t> token_slots;  // non-empty: GDN_FLAG_TOKEN_STATES with these per-token slots
 };
 
 struct Buffers {  // host copies of everything a call reads and writes
@@ -133,7 +135,7 @@ Buffers make_buffers(const Spec& sp) {
         for (int32_t l : sp.lens) b.cu.push_back(b.cu.back() + l);
         REQUIRE(b.cu.back() == T);
     }
-    b.slots = sp.num_seqs + (sp.padding_slot ? 2 : 0);
+    b.slots = sp.num_seqs + (sp.padding_slot ? 2 : 0) + sp.extra_slots;
     if (sp.padding_slot) {
         // sequence 0 is padding; the others take the slots in reverse order
         for (int32_t s = 0; s < sp.num_seqs; ++s) b.slot_of.push_back(s == 0 ? -1 : b.slots - 1 - s);
@@ -168,10 +170,10 @@ gdn_problem_t make_problem(const Spec& sp) {
     p.gate_dtype = sp.gate;
     p.output_dtype = sp.out;
     p.state_layout = sp.layout;
-    p.num_state_slots = sp.num_seqs + (sp.padding_slot ? 2 : 0);
+    p.num_state_slots = sp.num_seqs + (sp.padding_slot ? 2 : 0) + sp.extra_slots;
     p.algorithm = sp.algo;
     p.precision = sp.precision;
-    p.flags = sp.flags;
+    p.flags = sp.flags | (sp.token_slots.empty() ? 0u : GDN_FLAG_TOKEN_STATES);
     if (!sp.lens.empty()) p.max_seqlen = *std::max_element(sp.lens.begin(), sp.lens.end());
     return p;
 }
@@ -189,6 +191,7 @@ struct Ptrs {
     const float* A_log;
     const float* dt_bias;
     const float* norm_weight;
+    const int32_t* token_slots;
 };
 
 gdn_tensors_t make_tensors(const Buffers& b, const Ptrs& p) {
@@ -212,6 +215,7 @@ gdn_tensors_t make_tensors(const Buffers& b, const Ptrs& p) {
     t.cu_seqlens = b.cu.empty() ? nullptr : p.cu;
     t.state_indices = b.slot_of.empty() ? nullptr : p.slot_of;
     t.start_from_zero = b.fresh.empty() ? nullptr : p.fresh;
+    t.token_state_indices = sp.token_slots.empty() ? nullptr : p.token_slots;
     if (sp.flags & GDN_FLAG_GATE_FROM_RAW) {
         t.A_log = p.A_log;
         t.dt_bias = p.dt_bias;
@@ -242,7 +246,7 @@ Result run_on_device(const Buffers& b, const gdn_caps_t* caps_override = nullptr
     Alloc in(b.in.size()), g(b.g.size()), beta(b.beta.size()), out(b.out_init.size()),
         state(b.state.size() * 4), cu(b.cu.size() * 4 + 4), slot_of(b.slot_of.size() * 4 + 4),
         fresh(b.fresh.size() + 1), A_log(b.A_log.size() * 4), dt_bias(b.dt_bias.size() * 4),
-        norm_weight(b.norm_weight.size() * 4);
+        norm_weight(b.norm_weight.size() * 4), token_slots(sp.token_slots.size() * 4 + 4);
     upload(in, b.in.data(), b.in.size());
     upload(g, b.g.data(), b.g.size());
     upload(beta, b.beta.data(), b.beta.size());
@@ -254,6 +258,7 @@ Result run_on_device(const Buffers& b, const gdn_caps_t* caps_override = nullptr
     upload(A_log, b.A_log.data(), b.A_log.size() * 4);
     upload(dt_bias, b.dt_bias.data(), b.dt_bias.size() * 4);
     upload(norm_weight, b.norm_weight.data(), b.norm_weight.size() * 4);
+    upload(token_slots, sp.token_slots.data(), sp.token_slots.size() * 4);
     Ptrs p{in.p,
            g.p,
            beta.p,
@@ -264,7 +269,8 @@ Result run_on_device(const Buffers& b, const gdn_caps_t* caps_override = nullptr
            static_cast<const uint8_t*>(fresh.p),
            static_cast<const float*>(A_log.p),
            static_cast<const float*>(dt_bias.p),
-           static_cast<const float*>(norm_weight.p)};
+           static_cast<const float*>(norm_weight.p),
+           static_cast<const int32_t*>(token_slots.p)};
     const gdn_problem_t problem = make_problem(sp);
     const gdn_tensors_t tensors = make_tensors(b, p);
     const gdn_caps_t caps = caps_override ? *caps_override : d.caps(sp.wmma);
@@ -292,7 +298,7 @@ Reference run_reference(const Buffers& b) {
     Ptrs p{b.in.data(), b.g.data(), b.beta.data(),
            out_scratch.data() + b.out_guard * esize(sp.out), const_cast<float*>(b.state.data()),
            b.cu.data(), b.slot_of.data(), b.fresh.data(), b.A_log.data(), b.dt_bias.data(),
-           b.norm_weight.data()};
+           b.norm_weight.data(), sp.token_slots.data()};
     const gdn_tensors_t tensors = make_tensors(b, p);
     gdn::Tensors t;
     REQUIRE(gdn::read_tensors(s, &tensors, &t) == GDN_SUCCESS);
@@ -910,6 +916,95 @@ TEST_CASE("hip: a batch of many sequences uses super-blocks of 8 chunks", "[hip]
     sp.some_fresh = true;
     const Buffers b = make_buffers(sp);
     require_fp16_bounds(b, run_on_device(b), "chunked, 136 sequences");
+}
+
+TEST_CASE("hip: per-token states (GDN_FLAG_TOKEN_STATES) from the sequential kernel", "[hip]") {
+    // Four sequences of 3, 4, 2 and 5 tokens: sequence 0 is padding (it names
+    // slots 5 and 16, and writes neither), 1 starts from zero and names its
+    // own slot (18) last, 2 never names its own (17), 3 starts from zero and
+    // keeps four states. The pool: 4 + 2 slots of the sequences and 14 more.
+    for (gdn_state_layout_t layout : {GDN_STATE_KV, GDN_STATE_VK}) {
+        Spec sp;
+        sp.algo = GDN_ALGO_AUTO;
+        sp.K = 64;
+        sp.V = 64;
+        sp.in = GDN_DTYPE_BF16;
+        sp.layout = layout;
+        sp.num_seqs = 4;
+        sp.lens = {3, 4, 2, 5};
+        sp.T = 14;
+        sp.padding_slot = true;
+        sp.some_fresh = true;
+        sp.extra_slots = 14;
+        sp.seed = 77;
+        sp.token_slots = {5, -1, 16, /**/ 0, -1, 1, 18, /**/ 2, 3, /**/ 4, -1, 6, 7, 8};
+        const Buffers b = make_buffers(sp);
+        REQUIRE(b.slot_of == std::vector<int32_t>({-1, 18, 17, 16}));
+        const Result r = run_on_device(b);
+        INFO((layout == GDN_STATE_KV ? "[K][V]: " : "[V][K]: ") << r.error);
+        REQUIRE(r.status == GDN_SUCCESS);
+        CHECK(r.path.path == GDN_PATH_SEQUENTIAL);
+
+        // A plain run of the same call: the same out bits, and its final
+        // states where the last tokens name them.
+        Spec plain_sp = sp;
+        plain_sp.token_slots.clear();
+        const Buffers plain_b = make_buffers(plain_sp);
+        const Result plain = run_on_device(plain_b);
+        REQUIRE(plain.status == GDN_SUCCESS);
+        CHECK(r.out == plain.out);
+        const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
+        auto slot_at = [&](const std::vector<float>& pool, int32_t slot) {
+            return pool.data() + size_t(slot) * size_t(b.slot_stride);
+        };
+        for (auto [own, last] : {std::pair<int32_t, int32_t>{18, 18}, {17, 3}, {16, 8}}) {
+            INFO("own slot " << own << ", last token's slot " << last);
+            CHECK(std::memcmp(slot_at(r.state, last), slot_at(plain.state, own), slot_floats * 4) == 0);
+        }
+
+        // Every named slot against the CPU backend's per-token states (other
+        // sums: within 1e-5 of the slot's largest value).
+        std::vector<uint8_t> cpu_out(b.out_init);
+        std::vector<float> cpu_state(b.state);
+        Ptrs hp{b.in.data(), b.g.data(), b.beta.data(), cpu_out.data() + b.out_guard * esize(sp.out),
+                cpu_state.data(), b.cu.data(), b.slot_of.data(), b.fresh.data(), b.A_log.data(),
+                b.dt_bias.data(), b.norm_weight.data(), sp.token_slots.data()};
+        const gdn_problem_t problem = make_problem(sp);
+        const gdn_tensors_t tensors = make_tensors(b, hp);
+        gdn_caps_t cpu;
+        gdn_caps_init(&cpu);
+        REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &cpu) == GDN_SUCCESS);
+        size_t bytes = 0;
+        REQUIRE(gdn_workspace_size(&cpu, &problem, &bytes) == GDN_SUCCESS);
+        std::vector<uint8_t> ws(bytes + GDN_WORKSPACE_ALIGNMENT);
+        void* aligned = ws.data() + (GDN_WORKSPACE_ALIGNMENT - reinterpret_cast<uintptr_t>(ws.data()) %
+                                                                    GDN_WORKSPACE_ALIGNMENT) %
+                                        GDN_WORKSPACE_ALIGNMENT;
+        REQUIRE(gdn_chunked_recurrence(&cpu, &problem, &tensors, aligned, bytes, nullptr) == GDN_SUCCESS);
+        for (int32_t slot : {0, 1, 18, 2, 3, 4, 6, 7, 8}) {
+            const float* got = slot_at(r.state, slot);
+            const float* want = slot_at(cpu_state, slot);
+            double max_diff = 0, max_ref = 0;
+            for (size_t e = 0; e < slot_floats; ++e) {
+                max_diff = std::max(max_diff, std::fabs(double(got[e]) - double(want[e])));
+                max_ref = std::max(max_ref, std::fabs(double(want[e])));
+            }
+            INFO("slot " << slot << ": max|diff| " << max_diff << ", max|ref| " << max_ref);
+            CHECK(max_ref > 0.01);
+            CHECK(max_diff <= 1e-5 * max_ref);
+        }
+        // The rest of the pool (own slots not named, the padding sequence's
+        // slots, nobody's slots, the gaps after each slot): unchanged.
+        std::vector<bool> written(size_t(b.slots), false);
+        for (int32_t slot : {0, 1, 18, 2, 3, 4, 6, 7, 8}) written[size_t(slot)] = true;
+        for (int32_t slot = 0; slot < b.slots; ++slot) {
+            const size_t from = size_t(slot) * size_t(b.slot_stride);
+            const size_t data = written[size_t(slot)] ? slot_floats : 0;
+            INFO("slot " << slot);
+            CHECK(std::memcmp(r.state.data() + from + data, b.state.data() + from + data,
+                              (size_t(b.slot_stride) - data) * 4) == 0);
+        }
+    }
 }
 
 TEST_CASE("hip: the fallbacks are bit-identical to the sequential kernel", "[hip]") {
