@@ -8,9 +8,9 @@
 //   - one, two and five threads give the same bytes;
 //   - a speculative round: keep the state of the last accepted draft token,
 //     continue from it, and the result is the accepted stream run straight;
-//   - auto takes the sequential path (on HIP too); forced chunked and the CUDA
-//     backend are NOT_SUPPORTED; bad indices are errors that name them, with
-//     nothing written.
+//   - auto takes the sequential path (on CUDA and HIP too); forced chunked is
+//     NOT_SUPPORTED; bad indices are errors that name them, with nothing
+//     written.
 #include <catch2/catch.hpp>
 
 #include "support.hpp"
@@ -296,7 +296,7 @@ TEST_CASE("a speculative round: continue from the last accepted token's state", 
     }
 }
 
-TEST_CASE("per-token states: auto runs sequential; chunked and the CUDA backend say why not",
+TEST_CASE("per-token states: auto runs sequential on every backend; chunked says why not",
           "[cpu][token_states][dispatch]") {
     const gdn_caps_t cpu = cpu_caps();
     Spec s = step_spec(kLayouts[0]);
@@ -319,16 +319,12 @@ TEST_CASE("per-token states: auto runs sequential; chunked and the CUDA backend 
     gdn_caps_t gpu = cpu;  // made by hand: the policy is pure
     gpu.features = 0;
     gpu.compute_major = 9;
-    // HIP: its sequential kernel (tests/hip/test_hip.cpp runs it).
-    gpu.backend = GDN_BACKEND_HIP;
-    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
-    CHECK(std::string(info.reason).find("GDN_FLAG_TOKEN_STATES") != std::string::npos);
-    // CUDA: not yet.
-    gpu.backend = GDN_BACKEND_CUDA;
-    CHECK(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
-    CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_TOKEN_STATES") != std::string::npos);
-    CHECK(gdn_workspace_size(&gpu, &prob, &bytes) == GDN_ERROR_NOT_SUPPORTED);
+    for (gdn_backend_t backend : {GDN_BACKEND_CUDA, GDN_BACKEND_HIP}) {
+        gpu.backend = backend;
+        REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        CHECK(std::string(info.reason).find("GDN_FLAG_TOKEN_STATES") != std::string::npos);
+    }
 }
 
 TEST_CASE("per-token states: bad indices are errors that name them, and nothing is written",

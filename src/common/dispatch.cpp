@@ -4,8 +4,9 @@
 //   - `chunked` forced: the chunked path of the backend, or NOT_SUPPORTED with
 //     the reason it cannot run here — never a silent fallback.
 //   - `auto`: the chunked path where it is eligible and faster, else sequential.
-//   - GDN_FLAG_TOKEN_STATES: sequential (auto or forced) where the backend
-//     runs it (the CPU, HIP), else NOT_SUPPORTED.
+//   - GDN_FLAG_TOKEN_STATES: the sequential path (auto or forced; every
+//     backend's sequential kernel writes per-token states); forced chunked
+//     is NOT_SUPPORTED.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -225,11 +226,6 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     if (s.token_states()) {
         // The state after every token: the sequential kernel has it, the
         // chunked ones only at chunk ends.
-        if (caps.backend == GDN_BACKEND_CUDA)
-            return fail(GDN_ERROR_NOT_SUPPORTED,
-                        "problem.flags has GDN_FLAG_TOKEN_STATES, which the CUDA backend does not "
-                        "run yet (caps.features lacks GDN_FEATURE_TOKEN_STATES; the CPU and HIP "
-                        "backends run it)");
         if (s.algorithm == GDN_ALGO_CHUNKED)
             return fail(GDN_ERROR_NOT_SUPPORTED,
                         "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "

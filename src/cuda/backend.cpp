@@ -194,7 +194,7 @@ gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, cudaStre
         cudaGetLastError();
         return device_error(what, e);
     };
-    std::vector<int32_t> cu, idx;
+    std::vector<int32_t> cu, idx, tsi;
     if (t.cu_seqlens) {
         cu.resize(size_t(s.num_seqs) + 1);
         if (cudaError_t e = cudaMemcpyAsync(cu.data(), t.cu_seqlens, cu.size() * 4,
@@ -207,10 +207,17 @@ gdn_status_t validate_sequence_arrays(const Shape& s, const Tensors& t, cudaStre
                                             cudaMemcpyDeviceToHost, stream))
             return refused("GDN_FLAG_VALIDATE: copying tensors.state_indices", e);
     }
+    if (t.token_state_indices) {
+        tsi.resize(size_t(s.num_tokens));
+        if (cudaError_t e = cudaMemcpyAsync(tsi.data(), t.token_state_indices, tsi.size() * 4,
+                                            cudaMemcpyDeviceToHost, stream))
+            return refused("GDN_FLAG_VALIDATE: copying tensors.token_state_indices", e);
+    }
     if (cudaError_t e = cudaStreamSynchronize(stream))
         return refused("GDN_FLAG_VALIDATE: synchronising the stream", e);
     return check_sequence_arrays(s, t.cu_seqlens ? cu.data() : nullptr,
-                                 t.state_indices ? idx.data() : nullptr);
+                                 t.state_indices ? idx.data() : nullptr,
+                                 t.token_state_indices ? tsi.data() : nullptr);
 }
 
 }  // namespace
@@ -250,6 +257,7 @@ Params make_params(const Shape& s, const Tensors& t) {
     p.A_log = t.A_log;
     p.dt_bias = t.dt_bias;
     p.norm_weight = t.norm_weight;
+    p.token_state_indices = t.token_state_indices;
     return p;
 }
 
@@ -275,7 +283,7 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     caps->warp_size = prop.warpSize;
     caps->shared_mem_per_block_optin = prop.sharedMemPerBlockOptin;
     caps->shared_mem_per_multiprocessor = prop.sharedMemPerMultiprocessor;
-    uint64_t f = 0;
+    uint64_t f = GDN_FEATURE_TOKEN_STATES;  // the sequential kernel (recurrent_kernel)
     if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA;
     if (prop.major >= 7) f |= GDN_FEATURE_FP16_MMA;
     // wgmma where the library holds sm_90a code for it (the fused BF16 path's
@@ -342,7 +350,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         if (shape.output_norm())
             block_cols = shape.head_dim_v <= 32 ? 32 : shape.head_dim_v <= 64 ? 64 : 128;
         const int tile_tokens = shape.max_seqlen == 1 ? 1 : 16;
-        if (use_decode_kernel(caps, shape, p)) {
+        // Per-token states: the sequential kernel writes them (the decode
+        // kernels keep only the final state).
+        if (!tensors.token_state_indices && use_decode_kernel(caps, shape, p)) {
             if (cudaError_t e = launch_decode(p, stream))
                 return device_error("launching the CUDA decode kernel", e);
         } else if (cudaError_t e = launch_sequential(p, k_tile, block_cols, tile_tokens, stream)) {

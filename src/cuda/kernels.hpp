@@ -39,6 +39,7 @@ struct Params {
     const float* A_log;
     const float* dt_bias;
     const float* norm_weight;
+    const int32_t* token_state_indices;  // GDN_FLAG_TOKEN_STATES: per token, the slot of its state
 };
 
 Params make_params(const Shape& s, const Tensors& t);

@@ -207,6 +207,20 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
                 S[j][3] = fmaf(kr[j].w, d, decay * S[j][3]);
             }
             if (part == 0) o_s[t][col] = o;
+            // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names.
+            if (p.token_state_indices) {
+                const int32_t ts = p.token_state_indices[bos + t0 + t];
+                if (ts >= 0) {
+                    float* dst = head_state(p, ts, h);
+#pragma unroll
+                    for (int j = 0; j < J; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int kr = 4 * (j * kSplit + part) + e;
+                            if (col_ok && kr < p.K) dst[state_offset(p, kr, vc)] = S[j][e];
+                        }
+                }
+            }
         }
         __syncthreads();
 
@@ -223,6 +237,7 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
     }
 
+    if (p.token_state_indices) return;  // the own slot is only read
 #pragma unroll
     for (int j = 0; j < J; ++j)
 #pragma unroll

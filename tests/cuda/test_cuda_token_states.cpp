@@ -1,0 +1,267 @@
+// GDN_FLAG_TOKEN_STATES on the CUDA backend (the sequential kernel): each
+// named slot holds, bit for bit, the state of a run that stops at its token;
+// outputs are a plain run's; own slots are read only; slots nobody writes,
+// padding rows and guard bands are untouched; the last token's state matches
+// FP64; reruns and a CUDA graph replay give the same bytes; GDN_FLAG_VALIDATE
+// rejects a slot written twice with nothing written.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_support.hpp"
+
+using namespace gdn_cuda_test;
+
+namespace {
+
+struct Layout {
+    const char* name;
+    int32_t k, v;
+    gdn_state_layout_t state_layout;
+    gdn_head_mapping_t mapping;
+    gdn_dtype_t input;
+    int64_t slot_pad;
+};
+
+const Layout kLayouts[] = {
+    {"K = V = 128, [K][V], grouped, bf16", 128, 128, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_BF16, 0},
+    {"K = 64, V = 40, [V][K], interleaved, f16, padded slots", 64, 40, GDN_STATE_VK, GDN_HEADS_INTERLEAVED,
+     GDN_DTYPE_F16, 3},
+    {"K = V = 64, [K][V], grouped, f32, 20-token sequence", 64, 64, GDN_STATE_KV, GDN_HEADS_GROUPED,
+     GDN_DTYPE_F32, 0},
+};
+
+// As tests/test_cpu_token_states.cpp: own slots 2, 7, 0, padding, 9; the
+// third sequence starts from zero; the last one has 5 tokens (20 in the
+// third layout: more than one tile of 16 tokens).
+Spec step_spec(const Layout& L) {
+    Spec s;
+    const int32_t last = L.k == 64 && L.v == 64 ? 20 : 5;
+    s.seq_lens = {4, 1, 3, 2, last};
+    s.state_indices = {2, 7, 0, -1, 9};
+    s.start_from_zero = {0, 0, 1, 0, 0};
+    s.num_state_slots = 40;
+    s.hk = 2;
+    s.hv = 4;
+    s.k = L.k;
+    s.v = L.v;
+    s.layout = L.state_layout;
+    s.mapping = L.mapping;
+    s.input = L.input;
+    s.slot_pad = L.slot_pad;
+    s.seed = 11;
+    return s;
+}
+
+std::vector<int32_t> token_slots(const Spec& s) {
+    std::vector<int32_t> t = {2, 10, -1, 11, /**/ 12, /**/ 13, -1, 0, /**/ 9, 14};
+    for (int32_t j = 0; j < s.seq_lens[4]; ++j) t.push_back(j % 3 == 2 ? -1 : 15 + j);
+    return t;
+}
+
+const void* offset(const void* base, int64_t elements, gdn_dtype_t dt) {
+    return base ? static_cast<const char*>(base) + elements * int64_t(dtype_bytes(dt)) : nullptr;
+}
+
+// Tokens [bos, bos + count) of sequence `seq` alone (forced sequential, a
+// plain call) from its own slot: the slot then holds the state after them.
+void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps) {
+    const Problem& p = d.host;
+    const Spec& s = p.spec;
+    const int64_t bos = p.cu_seqlens[size_t(seq)];
+    gdn_problem_t one = p.problem;
+    one.num_seqs = 1;
+    one.num_tokens = count;
+    one.max_seqlen = 0;
+    one.algorithm = GDN_ALGO_SEQUENTIAL;
+    gdn_tensors_t t = d.tensors();
+    t.q = offset(t.q, bos * p.q_l.token_stride, s.input);
+    t.k = offset(t.k, bos * p.k_l.token_stride, s.input);
+    t.v = offset(t.v, bos * p.v_l.token_stride, s.input);
+    t.g = offset(t.g, bos * p.g_l.token_stride, s.gate);
+    t.beta = offset(t.beta, bos * p.beta_l.token_stride, s.gate);
+    t.out = const_cast<void*>(offset(t.out, bos * p.out_l.token_stride, s.output));
+    t.q_token_stride = p.q_l.token_stride, t.q_head_stride = p.q_l.head_stride;
+    t.k_token_stride = p.k_l.token_stride, t.k_head_stride = p.k_l.head_stride;
+    t.v_token_stride = p.v_l.token_stride, t.v_head_stride = p.v_l.head_stride;
+    t.g_token_stride = p.g_l.token_stride, t.g_head_stride = p.g_l.head_stride;
+    t.beta_token_stride = p.beta_l.token_stride, t.beta_head_stride = p.beta_l.head_stride;
+    t.out_token_stride = p.out_l.token_stride, t.out_head_stride = p.out_l.head_stride;
+    t.cu_seqlens = nullptr;
+    t.state_indices += seq;
+    t.start_from_zero += seq;
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, one) == GDN_SUCCESS);
+    REQUIRE(gdn_chunked_recurrence(&caps, &one, &t, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+size_t slot_bytes(const Problem& p) { return size_t(p.spec.hv) * p.spec.k * p.spec.v * 4; }
+
+struct Flagged {
+    gdn_problem_t problem;
+    gdn_tensors_t tensors;
+};
+
+Flagged flagged(const DeviceProblem& d, const DeviceBuffer& slots, uint32_t extra_flags = 0) {
+    Flagged f;
+    f.problem = d.host.problem;
+    f.problem.flags |= GDN_FLAG_TOKEN_STATES | extra_flags;
+    f.tensors = d.tensors();
+    f.tensors.token_state_indices = slots.as<const int32_t>();
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("per-token states: each named slot holds the state after its token, bit for bit",
+          "[cuda][token_states]") {
+    const gdn_caps_t caps = cuda_caps();
+    REQUIRE((caps.features & GDN_FEATURE_TOKEN_STATES) != 0);
+    for (const Layout& L : kLayouts) {
+        INFO(L.name);
+        const Spec s = step_spec(L);
+        const std::vector<int32_t> tsi = token_slots(s);
+        Problem p(s);
+        DeviceProblem d(p);
+        DeviceBuffer slots(tsi.size() * 4);
+        slots.upload(tsi.data(), slots.size());
+        const std::vector<unsigned char> before = d.state.bytes();
+        Flagged f = flagged(d, slots);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+        ws.fill_nan();
+        REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
+                GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(d.guard_damage() == "");
+        const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+
+        // Reruns: the same bytes.
+        for (int r = 0; r < 10; ++r) {
+            d.reset_state();
+            d.fill_out_nan();
+            REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
+                    GDN_SUCCESS);
+            GDN_CUDA_CHECK(cudaDeviceSynchronize());
+            CHECK(same_bits(d.state.bytes(), after, "state pool") == "");
+            CHECK(same_bits(d.out.bytes(), out, "out") == "");
+        }
+
+        std::vector<char> written(size_t(p.slots), 0);
+        Problem single_host(s);
+        DeviceProblem single(single_host);
+        for (int32_t seq = 0; seq < int32_t(s.seq_lens.size()); ++seq) {
+            if (p.padding_seq(seq)) continue;
+            const int32_t bos = p.cu_seqlens[size_t(seq)];
+            const int32_t own = s.state_indices[size_t(seq)];
+            for (int32_t j = 0; j < s.seq_lens[size_t(seq)]; ++j) {
+                const int32_t slot = tsi[size_t(bos + j)];
+                if (slot < 0) continue;
+                written[size_t(slot)] = 1;
+                single.reset_state();
+                run_prefix(single, seq, j + 1, caps);
+                const std::vector<unsigned char> want = single.state.bytes();
+                INFO("sequence " << seq << ", token " << j << " -> slot " << slot);
+                CHECK(std::memcmp(after.data() + size_t(slot) * size_t(p.slot_stride) * 4,
+                                  want.data() + size_t(own) * size_t(p.slot_stride) * 4, slot_bytes(p)) == 0);
+            }
+            // Outputs: those of the whole sequence run alone.
+            single.reset_state();
+            single.fill_out_nan();
+            run_prefix(single, seq, s.seq_lens[size_t(seq)], caps);
+            const std::vector<unsigned char> want_out = single.out.bytes();
+            for (int64_t t = bos; t < p.cu_seqlens[size_t(seq) + 1]; ++t)
+                for (int32_t h = 0; h < s.hv; ++h) {
+                    const size_t at = size_t(p.out_l.offset(t, h)) * dtype_bytes(s.output);
+                    INFO("out row of token " << t << ", head " << h);
+                    CHECK(std::memcmp(out.data() + at, want_out.data() + at, size_t(s.v) * dtype_bytes(s.output)) ==
+                          0);
+                }
+        }
+        for (int32_t slot = 0; slot < p.slots; ++slot) {
+            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
+            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
+            const size_t data_end = from + slot_bytes(p);
+            INFO("slot " << slot);
+            if (!written[size_t(slot)])
+                CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
+            else if (data_end < to)
+                CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
+        }
+
+        // The last token's slot of every live sequence against FP64.
+        const Reference want = reference(p);
+        double max_diff = 0, max_ref = 0;
+        for (int32_t seq : {0, 1, 2, 4}) {
+            const int32_t last = tsi[size_t(p.cu_seqlens[size_t(seq) + 1] - 1)];
+            if (last < 0) continue;
+            const int32_t own = s.state_indices[size_t(seq)];
+            for (size_t e = 0; e < slot_bytes(p) / 4; ++e) {
+                float g;
+                std::memcpy(&g, after.data() + (size_t(last) * size_t(p.slot_stride) + e) * 4, 4);
+                const double r = want.state[size_t(own) * size_t(p.slot_stride) + e];
+                max_diff = std::max(max_diff, std::fabs(double(g) - r));
+                max_ref = std::max(max_ref, std::fabs(r));
+            }
+        }
+        INFO("max|diff| " << max_diff << ", max|ref| " << max_ref);
+        CHECK(max_ref > 0.1);
+        CHECK(max_diff <= 2e-6 * max_ref);
+    }
+}
+
+TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes; VALIDATE rejects a slot "
+          "written twice",
+          "[cuda][token_states][graph]") {
+    const gdn_caps_t caps = cuda_caps();
+    const Spec s = step_spec(kLayouts[0]);
+    std::vector<int32_t> tsi = token_slots(s);
+    Problem p(s);
+    DeviceProblem d(p);
+    DeviceBuffer slots(tsi.size() * 4);
+    slots.upload(tsi.data(), slots.size());
+    Flagged f = flagged(d, slots);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<unsigned char> state = d.state.bytes(), out = d.out.bytes();
+
+    cudaStream_t stream;
+    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    d.reset_state(stream);
+    d.fill_out_nan(stream);
+    cudaGraph_t graph;
+    GDN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const gdn_status_t st = gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), stream);
+    GDN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    REQUIRE(st == GDN_SUCCESS);
+    cudaGraphExec_t exec;
+    GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CHECK(same_bits(d.state.bytes(), state, "state pool") == "");
+    CHECK(same_bits(d.out.bytes(), out, "out") == "");
+    GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+    GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+
+    // A slot written twice, under GDN_FLAG_VALIDATE: refused, nothing written.
+    tsi.back() = 10;
+    slots.upload(tsi.data(), slots.size());
+    d.reset_state();
+    d.fill_out_nan();
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<unsigned char> state0 = d.state.bytes(), out0 = d.out.bytes();
+    Flagged v = flagged(d, slots, GDN_FLAG_VALIDATE);
+    CHECK(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) ==
+          GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("both name slot 10") != std::string::npos);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(same_bits(d.state.bytes(), state0, "state pool") == "");
+    CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+}
