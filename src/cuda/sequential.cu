@@ -49,7 +49,11 @@ __device__ __forceinline__ float normalise_row(const Params& p, float* q, float*
     return warp_sum(kq);
 }
 
-template <int KT, int BV, int TT>
+// TS: GDN_FLAG_TOKEN_STATES (the state after each named token to its slot,
+// the own slot only read), an instance of its own so that the others keep
+// their registers (the store in the token loop cost up to 172 bytes of spills
+// at K = 128 when every instance had it).
+template <int KT, int BV, int TT, bool TS = false>
 __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) {
     constexpr int NT = BV * kSplit;
     constexpr int NW = NT / 32;
@@ -208,16 +212,21 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
             }
             if (part == 0) o_s[t][col] = o;
             // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names.
-            if (p.token_state_indices) {
+            if constexpr (TS) {
                 const int32_t ts = p.token_state_indices[bos + t0 + t];
                 if (ts >= 0) {
                     float* dst = head_state(p, ts, h);
+                    // The lane's row and column through a shuffle (the same
+                    // values): their 4 J offsets are then computed here, not
+                    // hoisted out of the token loop into live registers.
+                    const int my_part = __shfl_sync(0xffffffffu, part, lane);
+                    const int32_t my_vc = __shfl_sync(0xffffffffu, vc, lane);
 #pragma unroll
                     for (int j = 0; j < J; ++j)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
-                            const int kr = 4 * (j * kSplit + part) + e;
-                            if (col_ok && kr < p.K) dst[state_offset(p, kr, vc)] = S[j][e];
+                            const int kr = 4 * (j * kSplit + my_part) + e;
+                            if (col_ok && kr < p.K) dst[state_offset(p, kr, my_vc)] = S[j][e];
                         }
                 }
             }
@@ -237,7 +246,7 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
     }
 
-    if (p.token_state_indices) return;  // the own slot is only read
+    if constexpr (TS) return;  // the own slot is only read
 #pragma unroll
     for (int j = 0; j < J; ++j)
 #pragma unroll
@@ -1247,15 +1256,17 @@ __global__ void __launch_bounds__(32 * (kTmaWarps + 1), 1) decode_tma_kernel(con
 // flag below sm_90).
 bool pdl(const Params& p) { return (p.flags & GDN_FLAG_PDL) != 0; }
 
-template <int KT, int BV, int TT>
+template <int KT, int BV, int TT, bool TS = false>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
     const int64_t col_blocks = (p.V + BV - 1) / BV;
     const dim3 grid(unsigned(col_blocks * p.num_seqs), unsigned(p.Hv));
-    return launch_kernel(recurrent_kernel<KT, BV, TT>, grid, dim3(BV * kSplit), 0, stream, pdl(p), p);
+    return launch_kernel(recurrent_kernel<KT, BV, TT, TS>, grid, dim3(BV * kSplit), 0, stream, pdl(p), p);
 }
 
+// Per-token states take one-token tiles (a speculative step's few tokens).
 template <int KT, int BV>
 cudaError_t launch_tt(const Params& p, int tile_tokens, cudaStream_t stream) {
+    if (p.token_state_indices) return launch<KT, BV, 1, true>(p, stream);
     return tile_tokens == 1 ? launch<KT, BV, 1>(p, stream) : launch<KT, BV, 16>(p, stream);
 }
 

@@ -30,13 +30,13 @@ const Layout kLayouts[] = {
     {"K = V = 128, [K][V], grouped, bf16", 128, 128, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_BF16, 0},
     {"K = 64, V = 40, [V][K], interleaved, f16, padded slots", 64, 40, GDN_STATE_VK, GDN_HEADS_INTERLEAVED,
      GDN_DTYPE_F16, 3},
-    {"K = V = 64, [K][V], grouped, f32, 20-token sequence", 64, 64, GDN_STATE_KV, GDN_HEADS_GROUPED,
+    {"K = V = 64, [K][V], grouped, f32, a 20-token sequence", 64, 64, GDN_STATE_KV, GDN_HEADS_GROUPED,
      GDN_DTYPE_F32, 0},
 };
 
 // As tests/test_cpu_token_states.cpp: own slots 2, 7, 0, padding, 9; the
 // third sequence starts from zero; the last one has 5 tokens (20 in the
-// third layout: more than one tile of 16 tokens).
+// third layout: a longer run of the kernel's one-token tiles).
 Spec step_spec(const Layout& L) {
     Spec s;
     const int32_t last = L.k == 64 && L.v == 64 ? 20 : 5;
