@@ -246,14 +246,15 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
         }
     }
 
-    if constexpr (TS) return;  // the own slot is only read
+    if constexpr (!TS) {  // (per-token states: the own slot is only read)
 #pragma unroll
-    for (int j = 0; j < J; ++j)
+        for (int j = 0; j < J; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int kr = 4 * (j * kSplit + part) + e;
-            if (col_ok && kr < p.K) st[state_offset(p, kr, vc)] = S[j][e];
-        }
+            for (int e = 0; e < 4; ++e) {
+                const int kr = 4 * (j * kSplit + part) + e;
+                if (col_ok && kr < p.K) st[state_offset(p, kr, vc)] = S[j][e];
+            }
+    }
 }
 
 // The decode step (max_seqlen == 1: 0 or 1 token per sequence; more would be
