@@ -204,8 +204,8 @@ typedef enum gdn_path_t {
 #define GDN_FEATURE_WGMMA       (1ull << 3) /* sm_90 warpgroup MMA, and this build holds sm_90a code for it */
 #define GDN_FEATURE_GFX11_WMMA  (1ull << 4) /* RDNA3 16x16x16 WMMA */
 #define GDN_FEATURE_CPU_THREADS (1ull << 5) /* CPU backend runs multi-threaded */
-#define GDN_FEATURE_TOKEN_STATES (1ull << 6) /* the backend runs GDN_FLAG_TOKEN_STATES (the CPU
-                                                and HIP; since 0.4) */
+#define GDN_FEATURE_TOKEN_STATES (1ull << 6) /* the backend runs GDN_FLAG_TOKEN_STATES (every
+                                                backend of this library; since 0.4) */
 
 /* ------------------------------------------------------------------- probe */
 
