@@ -129,6 +129,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
         DeviceProblem d(p);
         DeviceBuffer slots(tsi.size() * 4);
         slots.upload(tsi.data(), slots.size());
+        d.fill_out_nan();  // as before each rerun: padding rows keep these bytes
         const std::vector<unsigned char> before = d.state.bytes();
         Flagged f = flagged(d, slots);
         DeviceWorkspace ws;
@@ -227,6 +228,7 @@ TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes; VA
     Flagged f = flagged(d, slots);
     DeviceWorkspace ws;
     REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+    d.fill_out_nan();  // as before the replay: padding rows keep these bytes
     REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<unsigned char> state = d.state.bytes(), out = d.out.bytes();
