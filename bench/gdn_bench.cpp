@@ -58,6 +58,7 @@ struct Options {
     bool graph = false;   // the burst captured once in a CUDA graph, the graph launches timed
     bool slots = false;   // state_indices: sequence i in slot seqs - 1 - i (an engine's pool)
     bool state_vk = false;  // --state-vk: the pool in the [V][K] layout (GDN_STATE_VK)
+    bool token_states = false;  // --token-states: GDN_FLAG_TOKEN_STATES, every token's state kept
     double max_err = 0;   // > 0: exit 1 when a checked row's error is above it (or not finite)
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
@@ -90,6 +91,10 @@ struct Options {
                  "                 [--state-indices (pass state_indices, sequence i in slot N - 1 - i,\n"
                  "                  as an engine's pool is addressed)]\n"
                  "                 [--state-vk (the state pool in the [V][K] layout, GDN_STATE_VK)]\n"
+                 "                 [--token-states (GDN_FLAG_TOKEN_STATES: the state after every token\n"
+                 "                  kept in a slot of its own after the sequences' slots, as a\n"
+                 "                  speculative decoder's verify step; the state checked is the last\n"
+                 "                  token's)]\n"
                  "                 [--max-err E (exit 1 if a checked row's error against FP64 is\n"
                  "                  above E or not a number: the bench as a smoke test)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
@@ -188,6 +193,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--graph") o.graph = true;
         else if (a == "--state-indices") o.slots = true;
         else if (a == "--state-vk") o.state_vk = true;
+        else if (a == "--token-states") o.token_states = true;
         else if (a == "--max-err") {
             o.max_err = std::stod(next());
             if (!(o.max_err > 0)) usage("--max-err takes a positive bound");
@@ -280,8 +286,11 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
              gdn_precision_t precision, const char* case_name) {
     const Memory mem{caps.backend};
     const int64_t total = T * seqs;
+    // --token-states: the pool holds the sequences' own slots, then one slot a token (token row r
+    // in slot seqs + r).
+    const int64_t pool_slots = o.token_states ? seqs + total : seqs;
     const size_t nq = size_t(total) * o.hk * o.dk, nv = size_t(total) * o.hv * o.dv,
-                 ng = size_t(total) * o.hv, nstate = size_t(seqs) * o.hv * o.dk * o.dv;
+                 ng = size_t(total) * o.hv, nstate = size_t(pool_slots) * o.hv * o.dk * o.dv;
     const size_t in_es = gdn::dtype_size(o.dtype), out_es = gdn::dtype_size(o.out_dtype);
     // The output's token stride (elements) and size: --out-row-pad after each token row.
     const int64_t out_tok = int64_t(o.hv) * o.dv + o.out_row_pad;
@@ -395,6 +404,17 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         d_idx = mem.alloc(idx.size() * sizeof(int32_t));
         mem.upload(d_idx, idx.data(), idx.size() * sizeof(int32_t));
     }
+    void* d_tok = nullptr;
+    if (o.token_states) {
+        std::vector<int32_t> tok(static_cast<size_t>(total));
+        for (int64_t r = 0; r < total; ++r) tok[size_t(r)] = int32_t(seqs + r);
+        d_tok = mem.alloc(tok.size() * sizeof(int32_t));
+        mem.upload(d_tok, tok.data(), tok.size() * sizeof(int32_t));
+    }
+    // The slot holding sequence sq's state after its last token.
+    auto final_slot_of = [&](int32_t sq) -> int64_t {
+        return o.token_states ? seqs + int64_t(sq) * T + T - 1 : slot_of(sq);
+    };
     auto free_all = [&] {
         for (auto& s : S) {
             mem.free(s.q); mem.free(s.k); mem.free(s.v); mem.free(s.g); mem.free(s.beta); mem.free(s.out);
@@ -405,6 +425,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
         for (void* c : cold) mem.free(c);
         if (d_cu) mem.free(d_cu);
         if (d_idx) mem.free(d_idx);
+        if (d_tok) mem.free(d_tok);
     };
 
     gdn_problem_t p;
@@ -423,7 +444,8 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.precision = precision;
     p.state_layout = o.state_vk ? GDN_STATE_VK : GDN_STATE_KV;
     p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u) |
-              (o.pdl ? GDN_FLAG_PDL : 0u);
+              (o.pdl ? GDN_FLAG_PDL : 0u) | (o.token_states ? GDN_FLAG_TOKEN_STATES : 0u);
+    if (o.token_states) p.num_state_slots = int32_t(pool_slots);
     p.l2norm_eps = 1e-6f;
     p.norm_eps = 1e-6f;
     gdn_tensors_t t;
@@ -431,6 +453,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     t.state = static_cast<float*>(d_state);
     t.cu_seqlens = static_cast<const int32_t*>(d_cu);
     t.state_indices = static_cast<const int32_t*>(d_idx);
+    t.token_state_indices = static_cast<const int32_t*>(d_tok);
     if (o.out_row_pad) t.out_token_stride = out_tok, t.out_head_stride = o.dv;
     if (o.in_row_pad) {
         t.q_token_stride = t.k_token_stride = int64_t(o.hk) * o.dk + o.in_row_pad;
@@ -523,7 +546,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                         mo = std::max(mo, std::abs(want));
                         dmo = std::isnan(got) ? INFINITY : std::max(dmo, std::abs(got - want));
                     }
-                const float* sf = &st_f[(size_t(slot_of(sq)) * o.hv + h) * o.dk * o.dv];
+                const float* sf = &st_f[(size_t(final_slot_of(sq)) * o.hv + h) * o.dk * o.dv];
                 for (size_t i = 0; i < rs.size(); ++i) {
                     ms = std::max(ms, std::abs(rs[i]));
                     dms = std::isnan(sf[i]) ? INFINITY : std::max(dms, std::abs(double(sf[i]) - rs[i]));
@@ -667,6 +690,8 @@ int main(int argc, char** argv) {
                     o.cold_mb);
     if (o.slots) std::printf("state: sequence i in pool slot N - 1 - i (--state-indices)\n");
     if (o.state_vk) std::printf("state: [V][K] layout (--state-vk)\n");
+    if (o.token_states)
+        std::printf("state: every token's state kept (GDN_FLAG_TOKEN_STATES, --token-states)\n");
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
     if (o.l2norm || o.out_norm)
