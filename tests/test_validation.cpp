@@ -211,7 +211,7 @@ TEST_CASE("bad problem sizes and enums name the field and value", "[validation]"
         {"precision", [](gdn_problem_t& p) { p.precision = gdn_precision_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (9)"},
         {"precision after BF16X3", [](gdn_problem_t& p) { p.precision = gdn_precision_t(5); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (5)"},
         {"flags", [](gdn_problem_t& p) { p.flags = 1u << 20; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100000)"},
-        {"flags, the lowest unknown bit", [](gdn_problem_t& p) { p.flags = 1u << 7; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x80) has unknown bits 0x80"},
+        {"flags, the lowest unknown bit", [](gdn_problem_t& p) { p.flags = 1u << 8; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100) has unknown bits 0x100"},
         {"scale NaN", [](gdn_problem_t& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.scale (nan)"},
         {"l2norm_eps < 0", [](gdn_problem_t& p) { p.l2norm_eps = -1.0f; }, GDN_ERROR_INVALID_ARGUMENT, "problem.l2norm_eps (-1)"},
         {"norm_eps inf", [](gdn_problem_t& p) { p.norm_eps = std::numeric_limits<float>::infinity(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.norm_eps (inf)"},

@@ -56,7 +56,7 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 4
+#define GDN_VERSION_MINOR 5
 #define GDN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
@@ -195,7 +195,26 @@ typedef enum gdn_path_t {
                                                 path. Backends that run it set
                                                 GDN_FEATURE_TOKEN_STATES; elsewhere the call is
                                                 GDN_ERROR_NOT_SUPPORTED. Since 0.4. */
-#define GDN_FLAG_ALL_ ((1u << 7) - 1u)
+#define GDN_FLAG_BLOCK_STATES      (1u << 7) /* Prefix caching, with GDN_FLAG_TOKEN_STATES (alone:
+                                                GDN_ERROR_INVALID_ARGUMENT): token_state_indices is
+                                                read only at the tokens that end a block of
+                                                GDN_STATE_BLOCK tokens of their sequence (its tokens
+                                                63, 127, ..., counted from its first token in this
+                                                call) and at each sequence's last token; its other
+                                                entries are ignored, whatever they hold. These are
+                                                states the chunked paths have at their chunk ends, so
+                                                a backend that sets GDN_FEATURE_BLOCK_STATES runs its
+                                                chunked path as it would without token states (auto
+                                                and forced chunked alike); elsewhere the sequential
+                                                path runs it, and forced chunked is
+                                                GDN_ERROR_NOT_SUPPORTED. Since 0.5. */
+#define GDN_FLAG_ALL_ ((1u << 8) - 1u)
+
+/* GDN_FLAG_BLOCK_STATES' block: the tokens of a sequence whose states it can keep are those at
+ * positions GDN_STATE_BLOCK - 1, 2 * GDN_STATE_BLOCK - 1, ... (and its last). Every chunked path's
+ * chunk length divides it; an engine's cache block of a multiple of it keeps the entries at its
+ * block ends and sets the others to -1. */
+#define GDN_STATE_BLOCK 64
 
 /* Capability feature bits (gdn_caps_t.features). */
 #define GDN_FEATURE_ASYNC_COPY  (1ull << 0) /* cp.async (sm_80+) */
@@ -206,6 +225,11 @@ typedef enum gdn_path_t {
 #define GDN_FEATURE_CPU_THREADS (1ull << 5) /* CPU backend runs multi-threaded */
 #define GDN_FEATURE_TOKEN_STATES (1ull << 6) /* the backend runs GDN_FLAG_TOKEN_STATES (every
                                                 backend of this library; since 0.4) */
+#define GDN_FEATURE_BLOCK_STATES (1ull << 7) /* the backend's chunked paths keep the states that
+                                                GDN_FLAG_BLOCK_STATES names (the CPU's; since 0.5).
+                                                Every backend with GDN_FEATURE_TOKEN_STATES runs the
+                                                flag, on its sequential path where this bit is
+                                                clear */
 
 /* ------------------------------------------------------------------- probe */
 

@@ -88,7 +88,7 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     caps->warp_size = 1;
     caps->shared_mem_per_block_optin = 0;
     caps->shared_mem_per_multiprocessor = 0;
-    caps->features = GDN_FEATURE_TOKEN_STATES |
+    caps->features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES |
                      (caps->multiprocessor_count > 1 ? GDN_FEATURE_CPU_THREADS : 0);
     caps->compute_major = 0;
     caps->compute_minor = 0;
@@ -123,7 +123,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     if (gdn_status_t st = check_sequence_arrays(shape, tensors.cu_seqlens, tensors.state_indices,
                                                 tensors.token_state_indices))
         return st;
-    if (tensors.token_state_indices && path.path != GDN_PATH_SEQUENTIAL)
+    if (tensors.token_state_indices && !shape.block_states() && path.path != GDN_PATH_SEQUENTIAL)
         return fail(GDN_ERROR_INTERNAL, "the CPU backend got per-token states on path {}",
                     int(path.path));
 

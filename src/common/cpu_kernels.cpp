@@ -300,9 +300,11 @@ void run_sequential_head(const Shape& s, const Tensors& x, const Dims& d, const 
             }
         }
         store_out_row(s, x, t, h, o, w.z);
-        if (task.token_slots && task.token_slots[t - task.bos] >= 0)
+        const int64_t pos = t - task.bos;
+        if (task.token_slots && (!s.block_states() || block_state_read(pos, task.len)) &&
+            task.token_slots[pos] >= 0)
             store_state(s, d, S,
-                        x.state + int64_t(task.token_slots[t - task.bos]) * x.state_slot_stride +
+                        x.state + int64_t(task.token_slots[pos]) * x.state_slot_stride +
                             int64_t(h) * K * d.V);
     }
     if (!in_place && !task.token_slots) store_state(s, d, S, slot);
@@ -624,9 +626,17 @@ void run_chunked(const Shape& s, const Tensors& x, const Dims& d, const HeadTask
             chunk_step<Op, Isa>(d, L, w, w.S[j]);
             for (int32_t t = 0; t < L; ++t)
                 store_out_row(s, x, first + t, h, w.o + size_t(t) * Vp, w.z);
+            // GDN_FLAG_BLOCK_STATES: C divides the block (dispatch), so a block
+            // ends only at a chunk's end.
+            const int64_t pos = c0 + L - 1;
+            if (task.token_slots && block_state_read(pos, task.len) && task.token_slots[pos] >= 0)
+                store_state(s, d, w.S[j],
+                            x.state + int64_t(task.token_slots[pos]) * x.state_slot_stride +
+                                int64_t(h) * d.K * d.V);
         }
     }
-    for (int32_t j = 0; j < task.num_heads; ++j) store_state(s, d, w.S[j], task.states[j]);
+    if (!task.token_slots)
+        for (int32_t j = 0; j < task.num_heads; ++j) store_state(s, d, w.S[j], task.states[j]);
 }
 
 }  // namespace

@@ -98,10 +98,12 @@ struct HeadTask {
     int64_t bos;                       // first token of the sequence
     int64_t len;                       // its tokens (may be 0)
     bool from_zero;                    // start from S = 0 (the slot is written, never read)
-    // GDN_FLAG_TOKEN_STATES (sequential path only): token_slots[t] is the slot
-    // that receives the state after the sequence's token t (< 0: none); the
-    // task's own states are read, never written. Null: the final state is
-    // written back into the task's own states.
+    // GDN_FLAG_TOKEN_STATES: token_slots[t] is the slot that receives the
+    // state after the sequence's token t (< 0: none); the task's own states
+    // are read, never written. Null: the final state is written back into the
+    // task's own states. The sequential path reads every entry; with
+    // GDN_FLAG_BLOCK_STATES every path reads only those at block ends and the
+    // last token (block_state_read), which the chunked paths' chunks end at.
     const int32_t* token_slots = nullptr;
 };
 

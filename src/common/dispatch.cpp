@@ -7,6 +7,10 @@
 //   - GDN_FLAG_TOKEN_STATES: the sequential path (auto or forced; every
 //     backend's sequential kernel writes per-token states); forced chunked
 //     is NOT_SUPPORTED.
+//   - GDN_FLAG_BLOCK_STATES (with it): the states at block ends, which a
+//     chunked path has at its chunk ends. The choice is made as without
+//     token states where the backend's chunked path keeps them (the CPU's);
+//     elsewhere as with GDN_FLAG_TOKEN_STATES alone.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -223,16 +227,27 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
                          PathChoice* out) {
     PathChoice c;
-    if (s.token_states()) {
+    const bool chunk_states = caps.backend == GDN_BACKEND_CPU;  // the chunked paths that keep them
+    if (s.token_states() && !(s.block_states() && chunk_states)) {
         // The state after every token: the sequential kernel has it, the
-        // chunked ones only at chunk ends.
+        // chunked ones only at chunk ends, and keep it there only on the
+        // backends above.
         if (s.algorithm == GDN_ALGO_CHUNKED)
             return fail(GDN_ERROR_NOT_SUPPORTED,
-                        "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "
-                        "after every token, which only the sequential path does");
+                        s.block_states()
+                            ? "problem.algorithm = chunked, but this backend's chunked paths do not "
+                              "keep GDN_FLAG_BLOCK_STATES' states (caps.features lacks "
+                              "GDN_FEATURE_BLOCK_STATES; the CPU backend's do): its sequential path "
+                              "runs the flag"
+                            : "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "
+                              "after every token, which only the sequential path does (with "
+                              "GDN_FLAG_BLOCK_STATES, the states at block ends only, the chunked "
+                              "paths of backends with GDN_FEATURE_BLOCK_STATES run it)");
         c.path = GDN_PATH_SEQUENTIAL;
-        set_reason(&c, s.algorithm == GDN_ALGO_SEQUENTIAL
-                           ? "sequential: forced by problem.algorithm"
+        set_reason(&c, s.algorithm == GDN_ALGO_SEQUENTIAL ? "sequential: forced by problem.algorithm"
+                       : s.block_states()
+                           ? "auto: sequential, this backend's chunked paths do not keep "
+                             "GDN_FLAG_BLOCK_STATES' states"
                            : "auto: sequential, GDN_FLAG_TOKEN_STATES writes the state after every token");
         *out = c;
         return GDN_SUCCESS;
@@ -257,6 +272,12 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
         served = "; FP32 serves FP16/BF16 (on the CPU faster than the C = 16 emulation)";
+    if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)
+        not_eligible = fmt::format("its chunk length ({}) does not divide GDN_FLAG_BLOCK_STATES' "
+                                   "block ({})",
+                                   c.chunk_size, GDN_STATE_BLOCK);
+    if (not_eligible.empty() && s.block_states())
+        served += "; GDN_FLAG_BLOCK_STATES' states from the chunk ends";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",

@@ -40,7 +40,14 @@ struct Shape {
     bool output_norm() const { return (flags & GDN_FLAG_OUTPUT_NORM) != 0; }
     bool validate() const { return (flags & GDN_FLAG_VALIDATE) != 0; }
     bool token_states() const { return (flags & GDN_FLAG_TOKEN_STATES) != 0; }
+    bool block_states() const { return (flags & GDN_FLAG_BLOCK_STATES) != 0; }
 };
+
+// GDN_FLAG_BLOCK_STATES: whether token_state_indices is read at token `pos` (counted from the
+// sequence's first token) of a sequence of `len` tokens: a block's last token or the sequence's.
+inline bool block_state_read(int64_t pos, int64_t len) {
+    return (pos + 1) % GDN_STATE_BLOCK == 0 || pos == len - 1;
+}
 
 // The key head that serves value head h.
 inline int32_t key_head_of(const Shape& s, int32_t h) {

@@ -134,18 +134,29 @@ Range range_of(const char* name, const void* p, int64_t tokens, Strides s, int32
 
 bool overlap(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
 
-// GDN_FLAG_TOKEN_STATES (cu and idx already checked): every entry below
+// GDN_FLAG_TOKEN_STATES (cu and idx already checked): every entry read below
 // num_state_slots; the slots a call writes (the entries of the sequences that
 // are not padding) named once, and none of them another sequence's own slot,
 // which that sequence reads while this one writes. A sequence may name its
-// own slot: it reads it before its first token's state is written.
+// own slot: it reads it before its first token's state is written. With
+// GDN_FLAG_BLOCK_STATES only the entries at block ends and last tokens are
+// read, and only those are checked.
 gdn_status_t check_token_state_indices(const Shape& s, const int32_t* cu, const int32_t* idx,
                                        const int32_t* token_idx) {
-    for (int64_t i = 0; i < s.num_tokens; ++i)
-        if (token_idx[i] >= s.num_state_slots)
-            return fail(GDN_ERROR_INVALID_ARGUMENT,
-                        "token_state_indices[{}] ({}) >= num_state_slots ({})", i, token_idx[i],
-                        s.num_state_slots);
+    const int64_t equal_len = s.num_tokens / s.num_seqs;
+    auto bos_of = [&](int32_t n) { return cu ? int64_t(cu[n]) : int64_t(n) * equal_len; };
+    auto eos_of = [&](int32_t n) { return cu ? int64_t(cu[n + 1]) : int64_t(n + 1) * equal_len; };
+    auto read = [&](int64_t i, int64_t bos, int64_t eos) {
+        return !s.block_states() || block_state_read(i - bos, eos - bos);
+    };
+    for (int32_t n = 0; n < s.num_seqs; ++n) {
+        const int64_t bos = bos_of(n), eos = eos_of(n);
+        for (int64_t i = bos; i < eos; ++i)
+            if (read(i, bos, eos) && token_idx[i] >= s.num_state_slots)
+                return fail(GDN_ERROR_INVALID_ARGUMENT,
+                            "token_state_indices[{}] ({}) >= num_state_slots ({})", i, token_idx[i],
+                            s.num_state_slots);
+    }
     // Sorted (slot, sequence) of the own slots and (slot, token, sequence)
     // of the writes: O((num_seqs + num_tokens) log) whatever the pool's size.
     struct Own {
@@ -164,13 +175,11 @@ gdn_status_t check_token_state_indices(const Shape& s, const int32_t* cu, const 
     }
     std::sort(own.begin(), own.end(), [](const Own& x, const Own& y) { return x.slot < y.slot; });
     std::vector<Write> writes;
-    const int64_t equal_len = s.num_tokens / s.num_seqs;
     for (int32_t n = 0; n < s.num_seqs; ++n) {
         if (idx && idx[n] < 0) continue;  // padding: writes nothing
-        const int64_t bos = cu ? cu[n] : int64_t(n) * equal_len;
-        const int64_t eos = cu ? cu[n + 1] : bos + equal_len;
+        const int64_t bos = bos_of(n), eos = eos_of(n);
         for (int64_t i = bos; i < eos; ++i)
-            if (token_idx[i] >= 0) writes.push_back({token_idx[i], i, n});
+            if (read(i, bos, eos) && token_idx[i] >= 0) writes.push_back({token_idx[i], i, n});
     }
     std::sort(writes.begin(), writes.end(), [](const Write& x, const Write& y) {
         return x.slot != y.slot ? x.slot < y.slot : x.token < y.token;
@@ -316,6 +325,10 @@ gdn_status_t read_problem(const gdn_problem_t* in, Shape* s) {
     if ((p.flags & ~GDN_FLAG_ALL_) != 0)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x{:x}) has unknown bits 0x{:x}",
                     p.flags, p.flags & ~GDN_FLAG_ALL_);
+    if ((p.flags & GDN_FLAG_BLOCK_STATES) && !(p.flags & GDN_FLAG_TOKEN_STATES))
+        return fail(GDN_ERROR_INVALID_ARGUMENT,
+                    "problem.flags (0x{:x}) has GDN_FLAG_BLOCK_STATES without GDN_FLAG_TOKEN_STATES",
+                    p.flags);
     if (!std::isfinite(p.scale))
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.scale ({}) is not finite", p.scale);
     if (!finite_nonneg(p.l2norm_eps))

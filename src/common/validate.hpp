@@ -25,7 +25,8 @@ gdn_status_t read_tensors(const Shape& shape, const gdn_tensors_t* in, Tensors* 
 // ends at num_tokens, no sequence longer than max_seqlen; slot indices below
 // num_state_slots, no slot named twice; with token_state_indices (not null
 // only under GDN_FLAG_TOKEN_STATES), its entries below num_state_slots, no
-// slot written twice, none another sequence's own slot.
+// slot written twice, none another sequence's own slot (with
+// GDN_FLAG_BLOCK_STATES: the entries it reads, at block ends and last tokens).
 gdn_status_t check_sequence_arrays(const Shape& shape, const int32_t* cu_seqlens,
                                    const int32_t* state_indices,
                                    const int32_t* token_state_indices = nullptr);

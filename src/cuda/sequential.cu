@@ -211,9 +211,13 @@ __global__ void __launch_bounds__(BV * kSplit) recurrent_kernel(const Params p) 
                 S[j][3] = fmaf(kr[j].w, d, decay * S[j][3]);
             }
             if (part == 0) o_s[t][col] = o;
-            // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names.
+            // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names
+            // (with GDN_FLAG_BLOCK_STATES only a block's last token and the sequence's).
             if constexpr (TS) {
-                const int32_t ts = p.token_state_indices[bos + t0 + t];
+                const int64_t pos = t0 + t;
+                const bool read = !(p.flags & GDN_FLAG_BLOCK_STATES) || (pos + 1) % GDN_STATE_BLOCK == 0 ||
+                                  pos == len - 1;
+                const int32_t ts = read ? p.token_state_indices[bos + pos] : -1;
                 if (ts >= 0) {
                     float* dst = head_state(p, ts, h);
                     // The lane's row and column through a shuffle (the same

@@ -268,8 +268,10 @@ GDN_DEVICE void sequential_body(const KernelParams& p) {
         if (part == 0)
             store_scalar(p.out, p.output_dtype,
                          (seq.bos + i) * p.out_token_stride + h * p.out_head_stride + vcol, o);
-        // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names.
-        if (p.token_state_indices) {
+        // GDN_FLAG_TOKEN_STATES: the state after this token, to the slot it names
+        // (with GDN_FLAG_BLOCK_STATES only a block's last token and the sequence's).
+        if (p.token_state_indices && (!(p.flags & GDN_FLAG_BLOCK_STATES) ||
+                                      (i + 1) % GDN_STATE_BLOCK == 0 || i == seq.len - 1)) {
             const int32_t ts = p.token_state_indices[seq.bos + i];
             if (ts >= 0) {
                 float* dst = state + (int64_t(ts) - seq.slot) * p.state_slot_stride;

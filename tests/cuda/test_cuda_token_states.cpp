@@ -3,7 +3,9 @@
 // outputs are a plain run's; own slots are read only; slots nobody writes,
 // padding rows and guard bands are untouched; the last token's state matches
 // FP64; reruns and a CUDA graph replay give the same bytes; GDN_FLAG_VALIDATE
-// rejects a slot written twice with nothing written.
+// rejects a slot written twice with nothing written. GDN_FLAG_BLOCK_STATES:
+// only block ends' and last tokens' entries read (the others junk), also
+// under VALIDATE.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -263,6 +265,108 @@ TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes; VA
     CHECK(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) ==
           GDN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(gdn_last_error()).find("both name slot 10") != std::string::npos);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(same_bits(d.state.bytes(), state0, "state pool") == "");
+    CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+}
+
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' states, the other entries "
+          "ignored; VALIDATE checks only those read",
+          "[cuda][token_states][block_states]") {
+    const gdn_caps_t caps = cuda_caps();
+    // Own slots 0, 1, 2, padding, 3 (sequence 1 from zero); the entries read:
+    // sequence 0's tokens 63 -> 10, 127 -> 11, 191 -> none, 199 -> 12; sequence
+    // 1's 63 (its last) -> its own slot 1; sequence 2's only token -> 13; the
+    // padding sequence's 63 -> 14 (not written); sequence 4's 63 -> 15, 127 ->
+    // 16, 129 -> 17. Every other entry would be an error if it were read.
+    Spec s = step_spec(kLayouts[0]);
+    s.seq_lens = {200, 64, 1, 130, 130};
+    s.state_indices = {0, 1, 2, -1, 3};
+    s.start_from_zero = {0, 1, 0, 0, 0};
+    s.num_state_slots = 20;
+    s.seed = 31;
+    Problem p(s);
+    std::vector<int32_t> tsi(size_t(p.T));
+    const int32_t junk[] = {9999, 3, 10, -7, 0, 20};
+    for (size_t i = 0; i < tsi.size(); ++i) tsi[i] = junk[i % 6];
+    struct Named {
+        int32_t seq;
+        int64_t pos;
+        int32_t slot;
+    };
+    const Named named[] = {{0, 63, 10}, {0, 127, 11}, {0, 191, -1}, {0, 199, 12}, {1, 63, 1},
+                           {2, 0, 13},  {3, 63, 14},  {4, 63, 15},  {4, 127, 16}, {4, 129, 17}};
+    for (const Named& n : named) tsi[size_t(p.cu_seqlens[size_t(n.seq)] + n.pos)] = n.slot;
+    DeviceProblem d(p);
+    DeviceBuffer slots(tsi.size() * 4);
+    slots.upload(tsi.data(), slots.size());
+    d.fill_out_nan();
+    const std::vector<unsigned char> before = d.state.bytes();
+    Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+    ws.fill_nan();
+    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(d.guard_damage() == "");
+    const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+
+    std::vector<char> written(size_t(p.slots), 0);
+    Problem single_host(s);
+    DeviceProblem single(single_host);
+    for (const Named& n : named) {
+        if (n.slot < 0 || p.padding_seq(n.seq)) continue;
+        written[size_t(n.slot)] = 1;
+        single.reset_state();
+        run_prefix(single, n.seq, n.pos + 1, caps);
+        const std::vector<unsigned char> want = single.state.bytes();
+        INFO("sequence " << n.seq << ", token " << n.pos << " -> slot " << n.slot);
+        CHECK(std::memcmp(after.data() + size_t(n.slot) * size_t(p.slot_stride) * 4,
+                          want.data() + size_t(s.state_indices[size_t(n.seq)]) * size_t(p.slot_stride) * 4,
+                          slot_bytes(p)) == 0);
+    }
+    for (int32_t seq : {0, 1, 2, 4}) {  // outputs: each sequence run alone
+        single.reset_state();
+        single.fill_out_nan();
+        run_prefix(single, seq, s.seq_lens[size_t(seq)], caps);
+        const std::vector<unsigned char> want_out = single.out.bytes();
+        for (int64_t t = p.cu_seqlens[size_t(seq)]; t < p.cu_seqlens[size_t(seq) + 1]; ++t)
+            for (int32_t h = 0; h < s.hv; ++h) {
+                const size_t at = size_t(p.out_l.offset(t, h)) * dtype_bytes(s.output);
+                INFO("out row of token " << t << ", head " << h);
+                CHECK(std::memcmp(out.data() + at, want_out.data() + at, size_t(s.v) * dtype_bytes(s.output)) == 0);
+            }
+    }
+    for (int32_t slot = 0; slot < p.slots; ++slot) {
+        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
+        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
+        INFO("slot " << slot);
+        if (!written[size_t(slot)]) CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
+    }
+
+    // GDN_FLAG_VALIDATE reads the same entries: the junk passes, with the same bytes ...
+    Flagged v = flagged(d, slots, GDN_FLAG_BLOCK_STATES | GDN_FLAG_VALIDATE);
+    d.reset_state();
+    d.fill_out_nan();
+    REQUIRE(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(same_bits(d.state.bytes(), after, "state pool") == "");
+    CHECK(same_bits(d.out.bytes(), out, "out") == "");
+    // ... and a block end past the pool is refused, with nothing written.
+    tsi[63] = 20;
+    slots.upload(tsi.data(), slots.size());
+    d.reset_state();
+    d.fill_out_nan();
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<unsigned char> state0 = d.state.bytes(), out0 = d.out.bytes();
+    CHECK(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) ==
+          GDN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(gdn_last_error()).find("token_state_indices[63] (20) >= num_state_slots (20)") !=
+          std::string::npos);
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(same_bits(d.state.bytes(), state0, "state pool") == "");
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");

@@ -918,6 +918,52 @@ TEST_CASE("hip: a batch of many sequences uses super-blocks of 8 chunks", "[hip]
     require_fp16_bounds(b, run_on_device(b), "chunked, 136 sequences");
 }
 
+// GDN_FLAG_TOKEN_STATES: the slots in `written` of the device's result `r`
+// against the CPU backend's run of the same call (other sums: within 1e-5 of
+// the slot's largest value), and every other byte of the pool unchanged.
+void check_token_states_against_cpu(const Buffers& b, const Result& r, const std::vector<int32_t>& written_slots) {
+    const Spec& sp = b.spec;
+    const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
+    std::vector<uint8_t> cpu_out(b.out_init);
+    std::vector<float> cpu_state(b.state);
+    Ptrs hp{b.in.data(), b.g.data(), b.beta.data(), cpu_out.data() + b.out_guard * esize(sp.out),
+            cpu_state.data(), b.cu.data(), b.slot_of.data(), b.fresh.data(), b.A_log.data(),
+            b.dt_bias.data(), b.norm_weight.data(), sp.token_slots.data()};
+    const gdn_problem_t problem = make_problem(sp);
+    const gdn_tensors_t tensors = make_tensors(b, hp);
+    gdn_caps_t cpu;
+    gdn_caps_init(&cpu);
+    REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &cpu) == GDN_SUCCESS);
+    size_t bytes = 0;
+    REQUIRE(gdn_workspace_size(&cpu, &problem, &bytes) == GDN_SUCCESS);
+    std::vector<uint8_t> ws(bytes + GDN_WORKSPACE_ALIGNMENT);
+    void* aligned = ws.data() + (GDN_WORKSPACE_ALIGNMENT - reinterpret_cast<uintptr_t>(ws.data()) %
+                                                                GDN_WORKSPACE_ALIGNMENT) %
+                                    GDN_WORKSPACE_ALIGNMENT;
+    REQUIRE(gdn_chunked_recurrence(&cpu, &problem, &tensors, aligned, bytes, nullptr) == GDN_SUCCESS);
+    std::vector<bool> written(size_t(b.slots), false);
+    for (int32_t slot : written_slots) {
+        written[size_t(slot)] = true;
+        const float* got = r.state.data() + size_t(slot) * size_t(b.slot_stride);
+        const float* want = cpu_state.data() + size_t(slot) * size_t(b.slot_stride);
+        double max_diff = 0, max_ref = 0;
+        for (size_t e = 0; e < slot_floats; ++e) {
+            max_diff = std::max(max_diff, std::fabs(double(got[e]) - double(want[e])));
+            max_ref = std::max(max_ref, std::fabs(double(want[e])));
+        }
+        INFO("slot " << slot << ": max|diff| " << max_diff << ", max|ref| " << max_ref);
+        CHECK(max_ref > 0.01);
+        CHECK(max_diff <= 1e-5 * max_ref);
+    }
+    for (int32_t slot = 0; slot < b.slots; ++slot) {
+        const size_t from = size_t(slot) * size_t(b.slot_stride);
+        const size_t data = written[size_t(slot)] ? slot_floats : 0;
+        INFO("slot " << slot);
+        CHECK(std::memcmp(r.state.data() + from + data, b.state.data() + from + data,
+                          (size_t(b.slot_stride) - data) * 4) == 0);
+    }
+}
+
 TEST_CASE("hip: per-token states (GDN_FLAG_TOKEN_STATES) from the sequential kernel", "[hip]") {
     // Four sequences of 3, 4, 2 and 5 tokens: sequence 0 is padding (it names
     // slots 5 and 16, and writes neither), 1 starts from zero and names its
@@ -962,49 +1008,56 @@ TEST_CASE("hip: per-token states (GDN_FLAG_TOKEN_STATES) from the sequential ker
             CHECK(std::memcmp(slot_at(r.state, last), slot_at(plain.state, own), slot_floats * 4) == 0);
         }
 
-        // Every named slot against the CPU backend's per-token states (other
-        // sums: within 1e-5 of the slot's largest value).
-        std::vector<uint8_t> cpu_out(b.out_init);
-        std::vector<float> cpu_state(b.state);
-        Ptrs hp{b.in.data(), b.g.data(), b.beta.data(), cpu_out.data() + b.out_guard * esize(sp.out),
-                cpu_state.data(), b.cu.data(), b.slot_of.data(), b.fresh.data(), b.A_log.data(),
-                b.dt_bias.data(), b.norm_weight.data(), sp.token_slots.data()};
-        const gdn_problem_t problem = make_problem(sp);
-        const gdn_tensors_t tensors = make_tensors(b, hp);
-        gdn_caps_t cpu;
-        gdn_caps_init(&cpu);
-        REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &cpu) == GDN_SUCCESS);
-        size_t bytes = 0;
-        REQUIRE(gdn_workspace_size(&cpu, &problem, &bytes) == GDN_SUCCESS);
-        std::vector<uint8_t> ws(bytes + GDN_WORKSPACE_ALIGNMENT);
-        void* aligned = ws.data() + (GDN_WORKSPACE_ALIGNMENT - reinterpret_cast<uintptr_t>(ws.data()) %
-                                                                    GDN_WORKSPACE_ALIGNMENT) %
-                                        GDN_WORKSPACE_ALIGNMENT;
-        REQUIRE(gdn_chunked_recurrence(&cpu, &problem, &tensors, aligned, bytes, nullptr) == GDN_SUCCESS);
-        for (int32_t slot : {0, 1, 18, 2, 3, 4, 6, 7, 8}) {
-            const float* got = slot_at(r.state, slot);
-            const float* want = slot_at(cpu_state, slot);
-            double max_diff = 0, max_ref = 0;
-            for (size_t e = 0; e < slot_floats; ++e) {
-                max_diff = std::max(max_diff, std::fabs(double(got[e]) - double(want[e])));
-                max_ref = std::max(max_ref, std::fabs(double(want[e])));
-            }
-            INFO("slot " << slot << ": max|diff| " << max_diff << ", max|ref| " << max_ref);
-            CHECK(max_ref > 0.01);
-            CHECK(max_diff <= 1e-5 * max_ref);
-        }
-        // The rest of the pool (own slots not named, the padding sequence's
-        // slots, nobody's slots, the gaps after each slot): unchanged.
-        std::vector<bool> written(size_t(b.slots), false);
-        for (int32_t slot : {0, 1, 18, 2, 3, 4, 6, 7, 8}) written[size_t(slot)] = true;
-        for (int32_t slot = 0; slot < b.slots; ++slot) {
-            const size_t from = size_t(slot) * size_t(b.slot_stride);
-            const size_t data = written[size_t(slot)] ? slot_floats : 0;
-            INFO("slot " << slot);
-            CHECK(std::memcmp(r.state.data() + from + data, b.state.data() + from + data,
-                              (size_t(b.slot_stride) - data) * 4) == 0);
-        }
+        // Every named slot against the CPU backend's per-token states, and the
+        // rest of the pool (own slots not named, the padding sequence's slots,
+        // nobody's slots, the gaps after each slot) unchanged.
+        check_token_states_against_cpu(b, r, {0, 1, 18, 2, 3, 4, 6, 7, 8});
     }
+}
+
+TEST_CASE("hip: block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel", "[hip]") {
+    // Three sequences of 66, 130 and 3 tokens: sequence 0 is padding (it names
+    // slot 0 at its token 63, and writes nothing), sequence 1 keeps its tokens
+    // 63 and 127 in slots 1 and 2 and its last in its own slot (9), sequence 2
+    // its last in slot 3. Every other entry holds what would be an error if it
+    // were read: past the pool, sequence 2's own slot, slot 1 again.
+    Spec sp;
+    sp.algo = GDN_ALGO_AUTO;
+    sp.K = 64;
+    sp.V = 64;
+    sp.in = GDN_DTYPE_BF16;
+    sp.flags |= GDN_FLAG_BLOCK_STATES;
+    sp.num_seqs = 3;
+    sp.lens = {66, 130, 3};
+    sp.T = 199;
+    sp.padding_slot = true;
+    sp.extra_slots = 6;
+    sp.seed = 78;
+    const int32_t junk[] = {9999, 8, 1};
+    for (int64_t i = 0; i < sp.T; ++i) sp.token_slots.push_back(junk[i % 3]);
+    sp.token_slots[63] = 0;
+    sp.token_slots[66 + 63] = 1, sp.token_slots[66 + 127] = 2, sp.token_slots[66 + 129] = 9;
+    sp.token_slots[196 + 2] = 3;
+    const Buffers b = make_buffers(sp);
+    REQUIRE(b.slot_of == std::vector<int32_t>({-1, 9, 8}));
+    const Result r = run_on_device(b);
+    INFO(r.error);
+    REQUIRE(r.status == GDN_SUCCESS);
+    CHECK(r.path.path == GDN_PATH_SEQUENTIAL);
+    // The out bits of a plain run, and its final states where the last tokens name them.
+    Spec plain_sp = sp;
+    plain_sp.token_slots.clear();
+    plain_sp.flags &= ~GDN_FLAG_BLOCK_STATES;
+    const Result plain = run_on_device(make_buffers(plain_sp));
+    REQUIRE(plain.status == GDN_SUCCESS);
+    CHECK(r.out == plain.out);
+    const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
+    for (auto [own, last] : {std::pair<int32_t, int32_t>{9, 9}, {8, 3}}) {
+        INFO("own slot " << own << ", last token's slot " << last);
+        CHECK(std::memcmp(r.state.data() + size_t(last) * size_t(b.slot_stride),
+                          plain.state.data() + size_t(own) * size_t(b.slot_stride), slot_floats * 4) == 0);
+    }
+    check_token_states_against_cpu(b, r, {1, 2, 9, 3});
 }
 
 TEST_CASE("hip: the fallbacks are bit-identical to the sequential kernel", "[hip]") {

@@ -229,6 +229,14 @@ private:
     }
     bool in_use(int b) const;
     bool token_states() const { return (eff_.flags & GDN_FLAG_TOKEN_STATES) != 0; }
+    // Whether the library reads token t's entry of token_state_indices (t of
+    // sequence s, from sound arrays): every entry, or with
+    // GDN_FLAG_BLOCK_STATES those of block ends and of the last token.
+    bool tsi_read(int32_t s, int64_t t) const {
+        if (!(eff_.flags & GDN_FLAG_BLOCK_STATES)) return true;
+        const int64_t pos = t - seq_begin(s), len = seq_begin(s + 1) - seq_begin(s);
+        return (pos + 1) % GDN_STATE_BLOCK == 0 || pos == len - 1;
+    }
     // The first token of sequence s (s = n_: num_tokens), from sound arrays.
     int64_t seq_begin(int32_t s) const { return cu_null_ ? int64_t(s) * (T_ / n_) : cu_[size_t(s)]; }
 
@@ -419,6 +427,7 @@ void Harness::check_problem() {
     else if (!in(raw(p.algorithm), 0, 2)) bad = "algorithm";
     else if (!in(raw(p.precision), 0, 4)) bad = "precision";
     else if (p.flags & ~GDN_FLAG_ALL_) bad = "unknown flags";
+    else if ((p.flags & GDN_FLAG_BLOCK_STATES) && !(p.flags & GDN_FLAG_TOKEN_STATES)) bad = "BLOCK_STATES alone";
     else if (!std::isfinite(p.scale)) bad = "scale not finite";
     else if (!std::isfinite(p.l2norm_eps) || p.l2norm_eps < 0) bad = "l2norm_eps";
     else if (!std::isfinite(p.norm_eps) || p.norm_eps < 0) bad = "norm_eps";
@@ -833,8 +842,10 @@ void Harness::derive_faults() {
     // Per-token slots (their own rules only where cu_seqlens and the slots
     // are sound: the library checks those first).
     if (token_states() && !tsi_null_ && !tsi_.empty() && content_why_.empty()) {
-        for (int32_t v : tsi_)
-            if (v >= slots_) content_fault("a token state index >= num_state_slots");
+        for (int32_t s = 0; s < n_; ++s)
+            for (int64_t i = seq_begin(s); i < seq_begin(s + 1); ++i)
+                if (tsi_read(s, i) && tsi_[size_t(i)] >= slots_)
+                    content_fault("a token state index >= num_state_slots");
         if (content_why_.empty()) {
             std::vector<int32_t> owner(size_t(slots_), -1), writes(size_t(slots_), 0);
             for (int32_t s = 0; s < n_; ++s) {
@@ -845,7 +856,7 @@ void Harness::derive_faults() {
                 if (!idx_null_ && idx_[size_t(s)] < 0) continue;  // padding writes nothing
                 for (int64_t i = seq_begin(s); i < seq_begin(s + 1); ++i) {
                     const int32_t v = tsi_[size_t(i)];
-                    if (v < 0) continue;
+                    if (v < 0 || !tsi_read(s, i)) continue;
                     if (owner[size_t(v)] >= 0 && owner[size_t(v)] != s) content_fault("a token names another sequence's slot");
                     if (writes[size_t(v)]++) content_fault("two tokens name one slot");
                 }
@@ -1031,7 +1042,7 @@ void Harness::check_written_regions(const std::vector<unsigned char>& state_befo
         if (token_states()) {
             written.clear();
             for (int64_t t = bos[size_t(s)]; t < bos[size_t(s) + 1]; ++t)
-                if (tsi_[size_t(t)] >= 0) written.push_back(tsi_[size_t(t)]);
+                if (tsi_[size_t(t)] >= 0 && tsi_read(s, t)) written.push_back(tsi_[size_t(t)]);
         }
         for (int32_t w : written) {
             const size_t off = buf_[kBufState].begin + size_t(int64_t(w) * slot_stride_) * 4;

@@ -296,6 +296,29 @@ std::vector<Seed> seeds() {
                      c.tsi_bytes[0] = 2, c.tsi_bytes[1] = 0xFF, c.tsi_bytes[2] = 3, c.tsi_bytes[3] = 4;
                      return c;
                  }});
+    // GDN_FLAG_BLOCK_STATES (0.5): a 96-token prefill on the CPU's chunked
+    // path, some tokens' states named (those at token 63 and the last read);
+    // 94 tokens whose raw bytes name slots past the pool at tokens the flag
+    // does not read (token 63 reads byte 7: slot 2; token 93 byte 5: slot 3).
+    s.push_back({"block-states-prefill-chunked", [] {
+                     FuzzCase c = shape(96, 1, 1, 2, 16, 16);
+                     c.flags = GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES;
+                     c.raw_fields = kRawSlots;
+                     c.num_state_slots = 16;
+                     c.idx_mode = 1, c.idx_bytes[0] = 5;
+                     c.tsi_mode = 1;
+                     c.tsi_bytes[0] = 0x12, c.tsi_bytes[1] = 3, c.tsi_bytes[2] = 9;
+                     return c;
+                 }});
+    s.push_back({"block-states-junk-ignored", [] {
+                     FuzzCase c = shape(94, 1, 1, 1, 16, 16);
+                     c.flags = GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES;
+                     c.num_state_slots = 5;
+                     c.tsi_mode = 3;
+                     c.tsi_bytes[0] = 100, c.tsi_bytes[1] = 0, c.tsi_bytes[2] = 0x7F, c.tsi_bytes[3] = 0x80;
+                     c.tsi_bytes[4] = 4, c.tsi_bytes[5] = 3, c.tsi_bytes[6] = 1, c.tsi_bytes[7] = 2;
+                     return c;
+                 }});
     return s;
 }
 
