@@ -59,6 +59,7 @@ struct Options {
     bool slots = false;   // state_indices: sequence i in slot seqs - 1 - i (an engine's pool)
     bool state_vk = false;  // --state-vk: the pool in the [V][K] layout (GDN_STATE_VK)
     bool token_states = false;  // --token-states: GDN_FLAG_TOKEN_STATES, every token's state kept
+    bool block_states = false;  // --block-states: with GDN_FLAG_BLOCK_STATES, every block end's state kept
     double max_err = 0;   // > 0: exit 1 when a checked row's error is above it (or not finite)
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
@@ -95,6 +96,9 @@ struct Options {
                  "                  kept in a slot of its own after the sequences' slots, as a\n"
                  "                  speculative decoder's verify step; the state checked is the last\n"
                  "                  token's)]\n"
+                 "                 [--block-states (GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES: the\n"
+                 "                  state after every 64-token block and the last token kept, as an\n"
+                 "                  engine's prefix cache)]\n"
                  "                 [--max-err E (exit 1 if a checked row's error against FP64 is\n"
                  "                  above E or not a number: the bench as a smoke test)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
@@ -194,6 +198,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--state-indices") o.slots = true;
         else if (a == "--state-vk") o.state_vk = true;
         else if (a == "--token-states") o.token_states = true;
+        else if (a == "--block-states") o.token_states = o.block_states = true;
         else if (a == "--max-err") {
             o.max_err = std::stod(next());
             if (!(o.max_err > 0)) usage("--max-err takes a positive bound");
@@ -287,8 +292,10 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     const Memory mem{caps.backend};
     const int64_t total = T * seqs;
     // --token-states: the pool holds the sequences' own slots, then one slot a token (token row r
-    // in slot seqs + r).
-    const int64_t pool_slots = o.token_states ? seqs + total : seqs;
+    // in slot seqs + r); --block-states: one slot a block of GDN_STATE_BLOCK tokens (the last one
+    // may be partial: its last token's state).
+    const int64_t blocks = (T + GDN_STATE_BLOCK - 1) / GDN_STATE_BLOCK;
+    const int64_t pool_slots = o.block_states ? seqs + seqs * blocks : o.token_states ? seqs + total : seqs;
     const size_t nq = size_t(total) * o.hk * o.dk, nv = size_t(total) * o.hv * o.dv,
                  ng = size_t(total) * o.hv, nstate = size_t(pool_slots) * o.hv * o.dk * o.dv;
     const size_t in_es = gdn::dtype_size(o.dtype), out_es = gdn::dtype_size(o.out_dtype);
@@ -407,13 +414,21 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     void* d_tok = nullptr;
     if (o.token_states) {
         std::vector<int32_t> tok(static_cast<size_t>(total));
-        for (int64_t r = 0; r < total; ++r) tok[size_t(r)] = int32_t(seqs + r);
+        for (int64_t r = 0; r < total; ++r) {
+            const int64_t sq = r / T, pos = r % T;
+            tok[size_t(r)] = !o.block_states ? int32_t(seqs + r)
+                             : (pos + 1) % GDN_STATE_BLOCK == 0 || pos == T - 1
+                                 ? int32_t(seqs + sq * blocks + pos / GDN_STATE_BLOCK)
+                                 : -1;
+        }
         d_tok = mem.alloc(tok.size() * sizeof(int32_t));
         mem.upload(d_tok, tok.data(), tok.size() * sizeof(int32_t));
     }
     // The slot holding sequence sq's state after its last token.
     auto final_slot_of = [&](int32_t sq) -> int64_t {
-        return o.token_states ? seqs + int64_t(sq) * T + T - 1 : slot_of(sq);
+        return o.block_states   ? seqs + int64_t(sq) * blocks + blocks - 1
+               : o.token_states ? seqs + int64_t(sq) * T + T - 1
+                                : slot_of(sq);
     };
     auto free_all = [&] {
         for (auto& s : S) {
@@ -444,7 +459,8 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     p.precision = precision;
     p.state_layout = o.state_vk ? GDN_STATE_VK : GDN_STATE_KV;
     p.flags = (o.l2norm ? GDN_FLAG_QK_L2NORM : 0u) | (o.out_norm ? GDN_FLAG_OUTPUT_NORM : 0u) |
-              (o.pdl ? GDN_FLAG_PDL : 0u) | (o.token_states ? GDN_FLAG_TOKEN_STATES : 0u);
+              (o.pdl ? GDN_FLAG_PDL : 0u) | (o.token_states ? GDN_FLAG_TOKEN_STATES : 0u) |
+              (o.block_states ? GDN_FLAG_BLOCK_STATES : 0u);
     if (o.token_states) p.num_state_slots = int32_t(pool_slots);
     p.l2norm_eps = 1e-6f;
     p.norm_eps = 1e-6f;
@@ -690,7 +706,9 @@ int main(int argc, char** argv) {
                     o.cold_mb);
     if (o.slots) std::printf("state: sequence i in pool slot N - 1 - i (--state-indices)\n");
     if (o.state_vk) std::printf("state: [V][K] layout (--state-vk)\n");
-    if (o.token_states)
+    if (o.block_states)
+        std::printf("state: every 64-token block end's state kept (GDN_FLAG_BLOCK_STATES, --block-states)\n");
+    else if (o.token_states)
         std::printf("state: every token's state kept (GDN_FLAG_TOKEN_STATES, --token-states)\n");
     if (o.out_row_pad) std::printf("output rows padded by %d elements\n", o.out_row_pad);
     if (o.in_row_pad) std::printf("q/k/v/z rows padded by %d elements\n", o.in_row_pad);
