@@ -298,7 +298,7 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
     CHECK(std::string(gdn_last_error()).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
 }
 
-TEST_CASE("block states: the flag alone and bad entries where they are read are errors; nothing written",
+TEST_CASE("block states: the flag alone and bad entries where they are read are errors, nothing written",
           "[cpu][token_states][block_states][validation]") {
     const gdn_caps_t caps = cpu_caps();
     struct Case {

@@ -296,7 +296,7 @@ TEST_CASE("a speculative round: continue from the last accepted token's state", 
     }
 }
 
-TEST_CASE("per-token states: auto runs sequential on every backend; chunked says why not",
+TEST_CASE("per-token states: auto runs sequential on every backend, chunked says why not",
           "[cpu][token_states][dispatch]") {
     const gdn_caps_t cpu = cpu_caps();
     Spec s = step_spec(kLayouts[0]);

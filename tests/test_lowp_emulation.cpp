@@ -48,7 +48,7 @@ void check_hip_bounds(const Errors& e) {
 
 }  // namespace
 
-TEST_CASE("forced chunked takes the C = 16 emulation for FP16 and BF16; auto takes FP32 there",
+TEST_CASE("forced chunked takes the C = 16 emulation for FP16 and BF16, auto takes FP32 there",
           "[cpu][lowp]") {
     // The emulation is slower than the CPU's FP32 chunked path and less
     // accurate: auto serves FP16/BF16 with FP32 and says so; forcing the

@@ -217,7 +217,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
     }
 }
 
-TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes; VALIDATE rejects a slot "
+TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes, VALIDATE rejects a slot "
           "written twice",
           "[cuda][token_states][graph]") {
     const gdn_caps_t caps = cuda_caps();
@@ -271,7 +271,7 @@ TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes; VA
 }
 
 TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' states, the other entries "
-          "ignored; VALIDATE checks only those read",
+          "ignored, VALIDATE checks only those read",
           "[cuda][token_states][block_states]") {
     const gdn_caps_t caps = cuda_caps();
     // Own slots 0, 1, 2, padding, 3 (sequence 1 from zero); the entries read:
