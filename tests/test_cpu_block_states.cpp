@@ -17,32 +17,15 @@
 //     bad entries where they are read are errors that name them.
 #include <catch2/catch.hpp>
 
-#include "support.hpp"
+#include "token_states_support.hpp"
 
 using namespace gdn_test;
 
 namespace {
 
-struct Layout {
-    const char* name;
-    int32_t k, v;
-    gdn_state_layout_t state_layout;
-    gdn_head_mapping_t mapping;
-    gdn_dtype_t input;
-    int64_t slot_pad, row_pad;
-};
-
-const Layout kLayouts[] = {
-    {"K = V = 32, [K][V], grouped, f32", 32, 32, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_F32, 0, 0},
-    {"K = 24, V = 40, [V][K], interleaved, bf16, padded slots and rows", 24, 40, GDN_STATE_VK,
-     GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, 5, 3},
-    {"K = V = 64, [K][V], grouped, f16, padded slots", 64, 64, GDN_STATE_KV, GDN_HEADS_GROUPED,
-     GDN_DTYPE_F16, 3, 0},
-};
-
 // A prefill batch: own slots 0, 1, 2, padding, 3; sequence 1 starts from
 // zero. Slots 18, 19 are nobody's.
-Spec batch_spec(const Layout& L) {
+Spec batch_spec(const StateLayout& L) {
     Spec s;
     s.seq_lens = {200, 64, 1, 130, 130};
     s.state_indices = {0, 1, 2, -1, 3};
@@ -50,13 +33,7 @@ Spec batch_spec(const Layout& L) {
     s.num_state_slots = 20;
     s.hk = 1;
     s.hv = 2;
-    s.k = L.k;
-    s.v = L.v;
-    s.layout = L.state_layout;
-    s.mapping = L.mapping;
-    s.input = L.input;
-    s.slot_pad = L.slot_pad;
-    s.row_pad = L.row_pad;
+    apply_layout(s, L);
     s.seed = 31;
     return s;
 }
@@ -137,35 +114,13 @@ void run_prefix(Problem& p, int32_t seq, int64_t count, const Mode& m, const gdn
     REQUIRE(gdn_chunked_recurrence(&caps, &prob, &t, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
 }
 
-size_t slot_bytes(const Problem& p) { return size_t(p.spec.hv) * p.spec.k * p.spec.v * 4; }
-const unsigned char* slot_at(const Problem& p, int32_t slot) {
-    return p.state.data() + size_t(slot) * size_t(p.slot_stride) * 4;
-}
-
-// The slots outside `written` (and the gaps after every slot's data) hold
-// `before`'s bytes.
-void check_untouched(const Problem& p, const std::vector<unsigned char>& before,
-                     const std::vector<char>& written) {
-    const std::vector<unsigned char> after = p.state.snapshot();
-    for (int32_t slot = 0; slot < p.slots; ++slot) {
-        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-        const size_t data_end = from + slot_bytes(p);
-        INFO("slot " << slot);
-        if (!written[size_t(slot)])
-            CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-        else if (data_end < to)
-            CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
-    }
-}
-
 }  // namespace
 
 TEST_CASE("block states: each named slot holds the state after its block end, bit for bit",
           "[cpu][token_states][block_states]") {
     const gdn_caps_t caps = cpu_caps();
     REQUIRE((caps.features & GDN_FEATURE_BLOCK_STATES) != 0);
-    for (const Layout& L : kLayouts)
+    for (const StateLayout& L : kStateLayouts)
         for (const Mode& m : kModes) {
             INFO(L.name << "; " << m.name);
             const Spec s = batch_spec(L);
@@ -268,7 +223,7 @@ TEST_CASE("block states: equal lengths without cu_seqlens, and one, two and five
 TEST_CASE("block states: the chunked path where it keeps them, else sequential, and why",
           "[cpu][token_states][block_states][dispatch]") {
     const gdn_caps_t cpu = cpu_caps();
-    Problem p(batch_spec(kLayouts[0]));
+    Problem p(batch_spec(kStateLayouts[0]));
     gdn_problem_t prob = p.problem;
     prob.flags |= GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES;
     gdn_path_info_t info;
@@ -323,7 +278,7 @@ TEST_CASE("block states: the flag alone and bad entries where they are read are 
     };
     for (const Case& c : cases) {
         INFO(c.name);
-        Problem p(batch_spec(kLayouts[0]));
+        Problem p(batch_spec(kStateLayouts[0]));
         std::vector<int32_t> slots = block_slots(p);
         if (c.token >= 0) slots[size_t(c.token)] = c.slot;
         const std::vector<unsigned char> state = p.state.snapshot(), out = p.out.snapshot();

@@ -13,32 +13,15 @@
 //     written.
 #include <catch2/catch.hpp>
 
-#include "support.hpp"
+#include "token_states_support.hpp"
 
 using namespace gdn_test;
 
 namespace {
 
-struct Layout {
-    const char* name;
-    int32_t k, v;
-    gdn_state_layout_t state_layout;
-    gdn_head_mapping_t mapping;
-    gdn_dtype_t input;
-    int64_t slot_pad, row_pad;
-};
-
-const Layout kLayouts[] = {
-    {"K = V = 32, [K][V], grouped, f32", 32, 32, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_F32, 0, 0},
-    {"K = 24, V = 40, [V][K], interleaved, bf16, padded slots and rows", 24, 40, GDN_STATE_VK,
-     GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, 5, 3},
-    {"K = V = 64, [K][V], grouped, f16, padded slots", 64, 64, GDN_STATE_KV, GDN_HEADS_GROUPED,
-     GDN_DTYPE_F16, 3, 0},
-};
-
 // Five sequences of a speculative step: own slots 2, 7, 0, padding, 9; the
 // third starts from zero. Slots 20..23 are nobody's.
-Spec step_spec(const Layout& L) {
+Spec step_spec(const StateLayout& L) {
     Spec s;
     s.seq_lens = {4, 1, 3, 2, 5};
     s.state_indices = {2, 7, 0, -1, 9};
@@ -46,13 +29,7 @@ Spec step_spec(const Layout& L) {
     s.num_state_slots = 24;
     s.hk = 2;
     s.hv = 4;
-    s.k = L.k;
-    s.v = L.v;
-    s.layout = L.state_layout;
-    s.mapping = L.mapping;
-    s.input = L.input;
-    s.slot_pad = L.slot_pad;
-    s.row_pad = L.row_pad;
+    apply_layout(s, L);
     s.seed = 11;
     return s;
 }
@@ -94,18 +71,13 @@ void run_prefix(Problem& p, int32_t seq, int64_t count, const gdn_caps_t& caps) 
     REQUIRE(gdn_chunked_recurrence(&caps, &prob, &t, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
 }
 
-size_t slot_bytes(const Problem& p) { return size_t(p.spec.hv) * p.spec.k * p.spec.v * 4; }
-const unsigned char* slot_at(const Problem& p, int32_t slot) {
-    return p.state.data() + size_t(slot) * size_t(p.slot_stride) * 4;
-}
-
 }  // namespace
 
 TEST_CASE("per-token states: each named slot holds the state after its token, bit for bit",
           "[cpu][token_states]") {
     const gdn_caps_t caps = cpu_caps();
     REQUIRE((caps.features & GDN_FEATURE_TOKEN_STATES) != 0);
-    for (const Layout& L : kLayouts) {
+    for (const StateLayout& L : kStateLayouts) {
         INFO(L.name);
         const Spec s = step_spec(L);
         Problem p(s);
@@ -144,17 +116,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
         }
         // Every other slot (own slots only read, slot 14 of the padding
         // sequence, nobody's slots) and the gaps between slots: unchanged.
-        const std::vector<unsigned char> after = p.state.snapshot();
-        for (int32_t slot = 0; slot < p.slots; ++slot) {
-            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-            const size_t data_end = from + slot_bytes(p);
-            INFO("slot " << slot);
-            if (!written[size_t(slot)])
-                CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-            else if (data_end < to)
-                CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
-        }
+        check_untouched(p, before, written);
         // The padding sequence's out rows: still NaN.
         for (int64_t t = p.cu_seqlens[3]; t < p.cu_seqlens[4]; ++t)
             CHECK(std::isnan(gdn::load_element(p.out.data(), s.output, p.out_l.offset(t, 0))));
@@ -182,7 +144,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
 }
 
 TEST_CASE("per-token states: the same bytes from one, two and five threads", "[cpu][token_states]") {
-    const Spec s = step_spec(kLayouts[0]);
+    const Spec s = step_spec(kStateLayouts[0]);
     Problem one(s);
     REQUIRE(run_token_states(one, kTokenSlots, cpu_caps(1)) == GDN_SUCCESS);
     for (int32_t threads : {2, 5}) {
@@ -299,7 +261,7 @@ TEST_CASE("a speculative round: continue from the last accepted token's state", 
 TEST_CASE("per-token states: auto runs sequential on every backend, chunked says why not",
           "[cpu][token_states][dispatch]") {
     const gdn_caps_t cpu = cpu_caps();
-    Spec s = step_spec(kLayouts[0]);
+    Spec s = step_spec(kStateLayouts[0]);
     s.seq_lens = {200, 1, 3, 2, 5};  // auto would chunk a 200-token sequence
     Problem p(s);
     gdn_problem_t prob = p.problem;
@@ -352,7 +314,7 @@ TEST_CASE("per-token states: bad indices are errors that name them, and nothing 
     };
     for (const Case& c : cases) {
         INFO(c.name);
-        Problem p(step_spec(kLayouts[0]));
+        Problem p(step_spec(kStateLayouts[0]));
         const std::vector<unsigned char> state = p.state.snapshot(), out = p.out.snapshot();
         gdn_problem_t prob = p.problem;
         if (c.flag) prob.flags |= GDN_FLAG_TOKEN_STATES;
@@ -368,7 +330,7 @@ TEST_CASE("per-token states: bad indices are errors that name them, and nothing 
         CHECK(p.out.snapshot() == out);
     }
     // Misaligned, and inside out.
-    Problem p(step_spec(kLayouts[0]));
+    Problem p(step_spec(kStateLayouts[0]));
     gdn_problem_t prob = p.problem;
     prob.flags |= GDN_FLAG_TOKEN_STATES;
     gdn_tensors_t t = p.tensors();
