@@ -566,6 +566,11 @@ TEST_CASE("decode: N sequences with padding slots and mixed zero-start equal N s
     s.seq_lens.clear();
     for (int i = 0; i < N; ++i) s.seq_lens.push_back(1 + i % 4);
     batch_equals_separate(s, "decode 1..4 tokens each");
+    // Up to 8 tokens each: the batch in one-token tiles (37 x 48 rows), the
+    // sequences of 3-8 tokens alone in 16-token tiles (backend.cpp).
+    s.seq_lens.clear();
+    for (int i = 0; i < N; ++i) s.seq_lens.push_back(1 + (i * 3) % 8);
+    batch_equals_separate(s, "decode 1..8 tokens each");
 }
 
 TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][batch]") {
