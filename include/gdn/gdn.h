@@ -192,7 +192,8 @@ typedef enum gdn_path_t {
                                                 names, for every token, the slot that receives the
                                                 state after that token (or none); the sequences'
                                                 own slots are read, not written. Runs the sequential
-                                                path. Backends that run it set
+                                                path (with GDN_FLAG_BLOCK_STATES, see there). Every
+                                                backend of this library runs it; backends that run it set
                                                 GDN_FEATURE_TOKEN_STATES; elsewhere the call is
                                                 GDN_ERROR_NOT_SUPPORTED. Since 0.4. */
 #define GDN_FLAG_BLOCK_STATES      (1u << 7) /* Prefix caching, with GDN_FLAG_TOKEN_STATES (alone:
@@ -343,7 +344,8 @@ typedef struct gdn_tensors_t {
        heads); negative = not written. With it a sequence's own slot (state_indices) is read and
        never written: the state after its last token lands where that token's entry says (which
        may be its own slot). The slots written in a call are distinct, and none is another
-       sequence's own slot. A padding sequence writes nothing. Since 0.4. */
+       sequence's own slot. A padding sequence writes nothing. With GDN_FLAG_BLOCK_STATES only
+       the entries at block ends and last tokens are read (and checked). Since 0.4. */
     const int32_t* token_state_indices;
 } gdn_tensors_t;
 
