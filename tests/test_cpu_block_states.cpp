@@ -247,6 +247,26 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
     }
+    // HIP's gfx11 path keeps them (tests/hip has its runs); the CUDA
+    // backend's chunked paths do not, whatever caps made by hand say.
+    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA |
+                   GDN_FEATURE_FP16_MMA;
+    gpu.backend = GDN_BACKEND_HIP;
+    prob.algorithm = GDN_ALGO_AUTO;
+    prob.precision = GDN_PRECISION_FP16;
+    prob.head_dim_k = prob.head_dim_v = 128;  // the HIP chunked path's
+    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+    INFO(info.reason);
+    CHECK(info.path == GDN_PATH_CHUNKED_LOWP_C16);
+    CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+    gpu.backend = GDN_BACKEND_CUDA;
+    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY;
+    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    prob.precision = GDN_PRECISION_FP32;
+    prob.head_dim_k = p.problem.head_dim_k;
+    prob.head_dim_v = p.problem.head_dim_v;
+    prob.algorithm = GDN_ALGO_CHUNKED;
     // Without GDN_FLAG_BLOCK_STATES forced chunked names it as the way out.
     prob.flags &= ~GDN_FLAG_BLOCK_STATES;
     CHECK(gdn_select_path(&cpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);

@@ -165,9 +165,12 @@ gdn_status_t setup_device(int device, const DeviceModule** out) {
                 c.warp_size = prop.warpSize;
                 c.shared_mem_per_block_optin = prop.sharedMemPerBlock;
                 c.shared_mem_per_multiprocessor = prop.maxSharedMemoryPerMultiProcessor;
-                // Every gfx runs the sequential kernel, which writes per-token states.
+                // Every gfx runs the sequential kernel, which writes per-token
+                // states; the gfx11 chunked path keeps the block states.
                 c.features = GDN_FEATURE_TOKEN_STATES |
-                             (has_gfx11_wmma(arch) ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA) : 0);
+                             (has_gfx11_wmma(arch) ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA |
+                                                      GDN_FEATURE_BLOCK_STATES)
+                                                   : 0);
                 c.compute_major = prop.major;
                 c.compute_minor = prop.minor;
                 return GDN_SUCCESS;

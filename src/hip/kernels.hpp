@@ -481,6 +481,7 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
     constexpr int KW = (K + 8) / 2;  // words per FP16 row of k̂ / q̂
     constexpr int TH = C + 8;        // halfs per row of the transposed k̃ (48 bytes)
     constexpr int VP = V + 4;
+    static_assert(GDN_STATE_BLOCK % C == 0, "block ends must be chunk ends");
     GDN_SHARED uint32_t k_s[C][KW] GDN_ALIGN16;     // k̂ rows, FP16
     GDN_SHARED uint32_t q_s[C][KW] GDN_ALIGN16;     // q̂·scale rows, FP16
     GDN_SHARED uint16_t kt_s[K][TH] GDN_ALIGN16;    // e^{γ_last−γ_i} k̂_i, transposed, FP16
@@ -511,9 +512,28 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
     // This lane's state elements (k = 16kb + 2r + hi, v = vcol) sit at
     // compile-time offsets from one base in either layout.
     const bool kv_layout = p.state_layout == GDN_STATE_KV;
-    float* state = p.state + int64_t(seq.slot) * p.state_slot_stride + int64_t(h) * K * V +
-                   (kv_layout ? hi * V + vcol : vcol * K + hi);
+    const int64_t lane_offset = int64_t(h) * K * V + (kv_layout ? hi * V + vcol : vcol * K + hi);
+    float* state = p.state + int64_t(seq.slot) * p.state_slot_stride + lane_offset;
+    // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES here): the own slot is
+    // only read; the state crosses super-blocks through the workspace.
+    const bool token_states = p.token_state_indices != nullptr;
+    float* carry = token_states && p.ws_carry ? p.ws_carry + int64_t(s) * p.num_v_heads * K * V + lane_offset
+                                              : nullptr;
     arch::Acc8 S[K / 16];
+    auto store_state = [&](float* dst) {
+        if (kv_layout) {
+#pragma unroll
+            for (int kb = 0; kb < K / 16; ++kb)
+#pragma unroll
+                for (int r = 0; r < 8; ++r) dst[(kb * 16 + 2 * r) * V] = S[kb].x[r];
+        } else {
+#pragma unroll
+            for (int kb = 0; kb < K / 16; ++kb)
+#pragma unroll
+                for (int r = 0; r < 8; ++r) dst[kb * 16 + 2 * r] = S[kb].x[r];
+        }
+    };
+    const float* state_in = token_states && pos0 > 0 ? carry : state;
     if (seq.from_zero && p.sb_first_chunk == 0) {
 #pragma unroll
         for (int kb = 0; kb < K / 16; ++kb) S[kb] = arch::Acc8{};
@@ -521,12 +541,12 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
 #pragma unroll
         for (int kb = 0; kb < K / 16; ++kb)
 #pragma unroll
-            for (int r = 0; r < 8; ++r) S[kb].x[r] = state[(kb * 16 + 2 * r) * V];
+            for (int r = 0; r < 8; ++r) S[kb].x[r] = state_in[(kb * 16 + 2 * r) * V];
     } else {
 #pragma unroll
         for (int kb = 0; kb < K / 16; ++kb)
 #pragma unroll
-            for (int r = 0; r < 8; ++r) S[kb].x[r] = state[kb * 16 + 2 * r];
+            for (int r = 0; r < 8; ++r) S[kb].x[r] = state_in[kb * 16 + 2 * r];
     }
 
     // Staging role: token row srow of the chunk, elements [e0, e0 + 8).
@@ -724,18 +744,24 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
                     static_cast<uint16_t*>(out_chunk)[(2 * r + hi) * int32_t(p.out_token_stride) + vcol] =
                         static_cast<uint16_t>(f16 ? arch::half_bits(O.x[r]) : arch::bf16_bits(O.x[r]));
         }
+        // GDN_FLAG_BLOCK_STATES: the state after a block's last token (a chunk
+        // end, C dividing GDN_STATE_BLOCK) and after the sequence's last, to
+        // the slot its token names (a padding row of a last partial chunk
+        // changes nothing: its k̂ and v are zero).
+        if (token_states) {
+            const int64_t end = cpos + n;
+            if (end % GDN_STATE_BLOCK == 0 || end == seq.len) {
+                const int32_t ts = p.token_state_indices[seq.bos + end - 1];
+                if (ts >= 0) store_state(state + (int64_t(ts) - seq.slot) * p.state_slot_stride);
+            }
+        }
     }
-    if (kv_layout) {
-#pragma unroll
-        for (int kb = 0; kb < K / 16; ++kb)
-#pragma unroll
-            for (int r = 0; r < 8; ++r) state[(kb * 16 + 2 * r) * V] = S[kb].x[r];
-    } else {
-#pragma unroll
-        for (int kb = 0; kb < K / 16; ++kb)
-#pragma unroll
-            for (int r = 0; r < 8; ++r) state[kb * 16 + 2 * r] = S[kb].x[r];
+    if (token_states) {
+        // A later super-block goes on from here.
+        if (pos0 + int64_t(nch) * C < seq.len) store_state(carry);
+        return;
     }
+    store_state(state);
 #else
     (void)p;
     arch::trap();

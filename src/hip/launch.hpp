@@ -71,7 +71,15 @@ struct ChunkWorkspace {
     uint16_t* T;     // [slots][Hv][16][16] FP16
     uint16_t* P;     // [slots][Hv][16][16] FP16
     float* gamma;    // [slots][Hv][2][16]
+    float* carry;    // [num_seqs][Hv][K·V]: see KernelParams::ws_carry (null when not needed)
 };
+
+// Whether the scans carry sequences' states between super-blocks through the
+// workspace: with GDN_FLAG_TOKEN_STATES (which the chunked path runs only with
+// GDN_FLAG_BLOCK_STATES) a sequence's own slot is read, never written.
+inline bool carries_states(const Shape& s) {
+    return s.token_states() && chunk_geometry(s).super_blocks > 1;
+}
 
 inline ChunkWorkspace carve_chunked(const Shape& s, WorkspaceCarver& carver) {
     const int64_t n = chunk_geometry(s).slots * s.num_v_heads;
@@ -79,6 +87,9 @@ inline ChunkWorkspace carve_chunked(const Shape& s, WorkspaceCarver& carver) {
     w.T = carver.take<uint16_t>(size_t(n) * kChunk * kChunk);
     w.P = carver.take<uint16_t>(size_t(n) * kChunk * kChunk);
     w.gamma = carver.take<float>(size_t(n) * 2 * kChunk);
+    w.carry = carries_states(s) ? carver.take<float>(size_t(s.num_seqs) * size_t(s.num_v_heads) *
+                                                     kChunkHeadDim * kChunkHeadDim)
+                                : nullptr;
     return w;
 }
 
@@ -155,6 +166,7 @@ gdn_status_t enqueue(const Shape& s, const Tensors& t, const PathChoice& path, v
     p.ws_T = ws.T;
     p.ws_P = ws.P;
     p.ws_gamma = ws.gamma;
+    p.ws_carry = ws.carry;
     p.sb_chunks = geo.chunks_per_seq;
     // A prep block has a wave per value head of the group, 2 or 4 waves (wave
     // 0 forms k·k, wave 1 q·k); the staging loop needs 128 % threads == 0.

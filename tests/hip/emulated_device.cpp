@@ -21,7 +21,8 @@ gdn_caps_t EmulatedDevice::caps(bool wmma) const {
     c.warp_size = 32;
     c.shared_mem_per_block_optin = 65536;
     c.shared_mem_per_multiprocessor = 65536;
-    c.features = GDN_FEATURE_TOKEN_STATES | (wmma ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA) : 0);
+    c.features = GDN_FEATURE_TOKEN_STATES |
+                 (wmma ? (GDN_FEATURE_GFX11_WMMA | GDN_FEATURE_FP16_MMA | GDN_FEATURE_BLOCK_STATES) : 0);
     c.compute_major = wmma ? 11 : 10;
     c.compute_minor = wmma ? 5 : 3;
     return c;

@@ -918,6 +918,21 @@ TEST_CASE("hip: a batch of many sequences uses super-blocks of 8 chunks", "[hip]
     require_fp16_bounds(b, run_on_device(b), "chunked, 136 sequences");
 }
 
+// Every byte of the pool in `r` but the state of `written_slots` (not their
+// gaps) as the call found it.
+void check_pool_untouched(const Buffers& b, const Result& r, const std::vector<int32_t>& written_slots) {
+    const size_t slot_floats = size_t(b.spec.Hv) * b.spec.K * b.spec.V;
+    std::vector<bool> written(size_t(b.slots), false);
+    for (int32_t slot : written_slots) written[size_t(slot)] = true;
+    for (int32_t slot = 0; slot < b.slots; ++slot) {
+        const size_t from = size_t(slot) * size_t(b.slot_stride);
+        const size_t data = written[size_t(slot)] ? slot_floats : 0;
+        INFO("slot " << slot);
+        CHECK(std::memcmp(r.state.data() + from + data, b.state.data() + from + data,
+                          (size_t(b.slot_stride) - data) * 4) == 0);
+    }
+}
+
 // GDN_FLAG_TOKEN_STATES: the slots in `written` of the device's result `r`
 // against the CPU backend's run of the same call (other sums: within 1e-5 of
 // the slot's largest value), and every other byte of the pool unchanged.
@@ -941,9 +956,7 @@ void check_token_states_against_cpu(const Buffers& b, const Result& r, const std
                                                                 GDN_WORKSPACE_ALIGNMENT) %
                                     GDN_WORKSPACE_ALIGNMENT;
     REQUIRE(gdn_chunked_recurrence(&cpu, &problem, &tensors, aligned, bytes, nullptr) == GDN_SUCCESS);
-    std::vector<bool> written(size_t(b.slots), false);
     for (int32_t slot : written_slots) {
-        written[size_t(slot)] = true;
         const float* got = r.state.data() + size_t(slot) * size_t(b.slot_stride);
         const float* want = cpu_state.data() + size_t(slot) * size_t(b.slot_stride);
         double max_diff = 0, max_ref = 0;
@@ -955,13 +968,7 @@ void check_token_states_against_cpu(const Buffers& b, const Result& r, const std
         CHECK(max_ref > 0.01);
         CHECK(max_diff <= 1e-5 * max_ref);
     }
-    for (int32_t slot = 0; slot < b.slots; ++slot) {
-        const size_t from = size_t(slot) * size_t(b.slot_stride);
-        const size_t data = written[size_t(slot)] ? slot_floats : 0;
-        INFO("slot " << slot);
-        CHECK(std::memcmp(r.state.data() + from + data, b.state.data() + from + data,
-                          (size_t(b.slot_stride) - data) * 4) == 0);
-    }
+    check_pool_untouched(b, r, written_slots);
 }
 
 TEST_CASE("hip: per-token states (GDN_FLAG_TOKEN_STATES) from the sequential kernel", "[hip]") {
@@ -1058,6 +1065,146 @@ TEST_CASE("hip: block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel"
                           plain.state.data() + size_t(own) * size_t(b.slot_stride), slot_floats * 4) == 0);
     }
     check_token_states_against_cpu(b, r, {1, 2, 9, 3});
+}
+
+// Sequence `seq` of `b`, its first `m` tokens, as a call of its own from the
+// state it starts from (its slot's, or zero where it starts fresh).
+Buffers prefix_of(const Buffers& b, int32_t seq, int64_t m) {
+    Spec sp = b.spec;
+    sp.T = m;
+    sp.num_seqs = 1;
+    sp.lens.clear();
+    sp.padding_slot = sp.some_fresh = false;
+    sp.extra_slots = 0;
+    sp.token_slots.clear();
+    sp.flags &= ~GDN_FLAG_BLOCK_STATES;
+    Buffers pb = make_buffers(sp);
+    const int64_t bos = b.cu.empty() ? 0 : b.cu[size_t(seq)];
+    const size_t es = esize(sp.in), gs = esize(sp.gate);
+    REQUIRE(pb.row == b.row);
+    std::memcpy(pb.in.data(), b.in.data() + size_t(bos * b.row) * es, pb.in.size());
+    std::memcpy(pb.g.data(), b.g.data() + size_t(bos * sp.Hv) * gs, pb.g.size());
+    std::memcpy(pb.beta.data(), b.beta.data() + size_t(bos * sp.Hv) * gs, pb.beta.size());
+    pb.A_log = b.A_log;
+    pb.dt_bias = b.dt_bias;
+    pb.norm_weight = b.norm_weight;
+    const int32_t own = b.slot_of.empty() ? seq : b.slot_of[size_t(seq)];
+    const bool fresh = !b.fresh.empty() && b.fresh[size_t(seq)] != 0;
+    const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
+    for (size_t e = 0; e < slot_floats; ++e)
+        pb.state[e] = fresh ? 0.0f : b.state[size_t(own) * size_t(b.slot_stride) + e];
+    return pb;
+}
+
+TEST_CASE("hip: block states (GDN_FLAG_BLOCK_STATES) from the chunked path across super-blocks", "[hip]") {
+    // 130 sequences: super-blocks of 8 chunks (128 tokens), so the long ones
+    // cross two or more and carry their state through the workspace (their
+    // own slots are only read). Sequence 0 is padding (it names slots 0 and 1
+    // and writes neither); 1 (fresh) keeps every block end and its last
+    // token; 2 skips its first block end and keeps its last in its own slot;
+    // 3 ends on a block end; 4 skips its last; 5 has 2 tokens; the rest (0
+    // to 2 tokens) keep nothing. Every entry that is not read holds 9999,
+    // an error if it were (the slots are device arrays: not validated here).
+    const bool fast = device().fast();
+    for (gdn_state_layout_t layout : {GDN_STATE_KV, GDN_STATE_VK}) {
+        if (!fast && layout == GDN_STATE_VK) break;  // the host fibers: [K][V] only
+        Spec sp;
+        sp.algo = GDN_ALGO_AUTO;
+        sp.layout = layout;
+        sp.flags |= GDN_FLAG_BLOCK_STATES;
+        sp.num_seqs = 130;
+        sp.padding_slot = true;
+        sp.some_fresh = true;  // the odd sequences
+        sp.seed = 79;
+        std::mt19937 rng(5);
+        sp.lens = {70, fast ? 1000 : 300, fast ? 700 : 200, 64, 129, 2};
+        while (int32_t(sp.lens.size()) < sp.num_seqs) sp.lens.push_back(int32_t(rng() % 3));
+        sp.T = 0;
+        for (int32_t l : sp.lens) sp.T += l;
+        sp.token_slots.assign(size_t(sp.T), 9999);
+        struct Kept {
+            int32_t seq;
+            int64_t pos;  // in the sequence
+            int32_t slot;
+        };
+        std::vector<Kept> kept;
+        int32_t next_slot = 2;  // 0 and 1: the padding sequence's
+        sp.token_slots[63] = 0;
+        sp.token_slots[69] = 1;
+        int64_t own_last = -1;  // sequence 2's last token, which names its own slot
+        int64_t bos = sp.lens[0];
+        for (int32_t seq = 1; seq <= 5; ++seq) {
+            const int64_t len = sp.lens[size_t(seq)];
+            for (int64_t i = 0; i < len; ++i) {
+                if ((i + 1) % GDN_STATE_BLOCK != 0 && i != len - 1) continue;
+                int32_t& entry = sp.token_slots[size_t(bos + i)];
+                if ((seq == 2 && i == 63) || (seq == 4 && i == len - 1)) entry = -1;
+                else if (seq == 2 && i == len - 1) own_last = bos + i;
+                else kept.push_back({seq, i, entry = next_slot++});
+            }
+            bos += len;
+        }
+        for (int32_t seq = 6; seq < sp.num_seqs; bos += sp.lens[size_t(seq++)])
+            if (sp.lens[size_t(seq)] > 0) sp.token_slots[size_t(bos + sp.lens[size_t(seq)] - 1)] = -1;
+        sp.extra_slots = next_slot;
+        // The pool: the kept slots, 2 of padding, the sequences' own slots
+        // from the top down (make_buffers), so sequence 2's is this one.
+        const int32_t own2 = sp.num_seqs + 2 + sp.extra_slots - 1 - 2;
+        sp.token_slots[size_t(own_last)] = own2;
+        kept.push_back({2, sp.lens[2] - 1, own2});
+        const Buffers b = make_buffers(sp);
+        REQUIRE(b.slot_of[2] == own2);
+        REQUIRE(b.slot_of.back() >= next_slot);  // no own slot among the kept ones
+
+        const Result r = run_on_device(b);
+        INFO((layout == GDN_STATE_KV ? "[K][V]: " : "[V][K]: ") << r.error << " / " << r.path.reason);
+        REQUIRE(r.status == GDN_SUCCESS);
+        CHECK(r.path.path == GDN_PATH_CHUNKED_LOWP_C16);
+        CHECK(std::string(r.path.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+
+        // A plain run of the same call: the same out bits, and its final
+        // states (in the own slots) where the last tokens keep them.
+        Spec plain_sp = b.spec;
+        plain_sp.token_slots.clear();
+        plain_sp.flags &= ~GDN_FLAG_BLOCK_STATES;
+        Buffers plain_b = b;
+        plain_b.spec = plain_sp;
+        const Result plain = run_on_device(plain_b);
+        REQUIRE(plain.status == GDN_SUCCESS);
+        REQUIRE(plain.path.path == GDN_PATH_CHUNKED_LOWP_C16);
+        CHECK(r.out == plain.out);
+
+        const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
+        auto slot_at = [&](const std::vector<float>& pool, int32_t slot) {
+            return pool.data() + size_t(slot) * size_t(b.slot_stride);
+        };
+        std::vector<int32_t> written;
+        int prefix_runs = 0;
+        for (const Kept& k : kept) {
+            written.push_back(k.slot);
+            const int64_t len = sp.lens[size_t(k.seq)];
+            INFO("sequence " << k.seq << ", token " << k.pos << " of " << len << ", slot " << k.slot);
+            if (k.pos == len - 1) {
+                CHECK(std::memcmp(slot_at(r.state, k.slot), slot_at(plain.state, b.slot_of[size_t(k.seq)]),
+                                  slot_floats * 4) == 0);
+                continue;
+            }
+            // A block end: the final state of the sequence's first pos + 1
+            // tokens as a call of their own (the same chunks, so the same bits).
+            const Buffers pb = prefix_of(b, k.seq, k.pos + 1);
+            const Result pr = run_on_device(pb);
+            REQUIRE(pr.status == GDN_SUCCESS);
+            REQUIRE(pr.path.path == GDN_PATH_CHUNKED_LOWP_C16);
+            if (prefix_runs++ == 0) require_fp16_bounds(pb, pr, "chunked, a block's prefix");
+            CHECK(std::memcmp(slot_at(r.state, k.slot), slot_at(pr.state, 0), slot_floats * 4) == 0);
+        }
+        std::printf("[hip] block states, chunked, %s: %zu slots kept, %d block ends against their prefixes\n",
+                    layout == GDN_STATE_KV ? "[K][V]" : "[V][K]", kept.size(), prefix_runs);
+        CHECK(prefix_runs >= 6);
+        // Nothing else in the pool changed: the own slots (read, not
+        // written), the padding sequence's slots 0 and 1, the gaps.
+        check_pool_untouched(b, r, written);
+    }
 }
 
 TEST_CASE("hip: the fallbacks are bit-identical to the sequential kernel", "[hip]") {
@@ -1166,4 +1313,25 @@ TEST_CASE("hip: the path query says why - WMMA and precision and head dims and l
     r = reason(wmma, p);
     CHECK(r.first == GDN_PATH_SEQUENTIAL);
     CHECK(r.second.find("63 tokens") != std::string::npos);
+    // Per-token states: the sequential kernel; block states: the chunked path
+    // where it runs (gfx11), else the sequential kernel too.
+    p.num_tokens = 4096;
+    p.flags |= GDN_FLAG_TOKEN_STATES;
+    r = reason(wmma, p);
+    CHECK(r.first == GDN_PATH_SEQUENTIAL);
+    CHECK(r.second.find("GDN_FLAG_TOKEN_STATES") != std::string::npos);
+    p.flags |= GDN_FLAG_BLOCK_STATES;
+    CHECK((wmma.features & GDN_FEATURE_BLOCK_STATES) != 0);
+    CHECK((plain.features & GDN_FEATURE_BLOCK_STATES) == 0);
+    r = reason(wmma, p);
+    CHECK(r.first == GDN_PATH_CHUNKED_LOWP_C16);
+    CHECK(r.second.find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+    r = reason(plain, p);
+    CHECK(r.first == GDN_PATH_SEQUENTIAL);
+    CHECK(r.second.find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+    p.algorithm = GDN_ALGO_CHUNKED;
+    REQUIRE(gdn::read_problem(&p, &s) == GDN_SUCCESS);
+    gdn::PathChoice c;
+    CHECK(gdn::choose_path(plain, s, nullptr, &c) == GDN_ERROR_NOT_SUPPORTED);
+    CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
 }
