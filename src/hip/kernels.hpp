@@ -515,10 +515,25 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
     const int64_t lane_offset = int64_t(h) * K * V + (kv_layout ? hi * V + vcol : vcol * K + hi);
     float* state = p.state + int64_t(seq.slot) * p.state_slot_stride + lane_offset;
     // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES here): the own slot is
-    // only read; the state crosses super-blocks through the workspace.
+    // only read; the state of a sequence longer than a super-block crosses
+    // them through the workspace, in the carry of its rank among such
+    // sequences (launch.hpp: carried_states).
     const bool token_states = p.token_state_indices != nullptr;
-    float* carry = token_states && p.ws_carry ? p.ws_carry + int64_t(s) * p.num_v_heads * K * V + lane_offset
-                                              : nullptr;
+    float* carry = nullptr;
+    const int64_t sb_tokens = int64_t(p.sb_chunks) * C;
+    if (token_states && seq.len > sb_tokens) {
+        int64_t rank = s;  // equal lengths: every sequence is that long
+        if (p.cu_seqlens) {
+            rank = 0;
+            int64_t prev = p.cu_seqlens[0];
+            for (int32_t j = 0; j < s; ++j) {
+                const int64_t next = p.cu_seqlens[j + 1];
+                rank += next - prev > sb_tokens ? 1 : 0;
+                prev = next;
+            }
+        }
+        carry = p.ws_carry + rank * p.num_v_heads * K * V + lane_offset;
+    }
     arch::Acc8 S[K / 16];
     auto store_state = [&](float* dst) {
         if (kv_layout) {

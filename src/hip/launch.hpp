@@ -5,6 +5,7 @@
 // NVIDIA GPU or on host fibers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -71,14 +72,20 @@ struct ChunkWorkspace {
     uint16_t* T;     // [slots][Hv][16][16] FP16
     uint16_t* P;     // [slots][Hv][16][16] FP16
     float* gamma;    // [slots][Hv][2][16]
-    float* carry;    // [num_seqs][Hv][K·V]: see KernelParams::ws_carry (null when not needed)
+    float* carry;    // [carried_states][Hv][K·V]: see KernelParams::ws_carry (null when not needed)
 };
 
-// Whether the scans carry sequences' states between super-blocks through the
-// workspace: with GDN_FLAG_TOKEN_STATES (which the chunked path runs only with
-// GDN_FLAG_BLOCK_STATES) a sequence's own slot is read, never written.
-inline bool carries_states(const Shape& s) {
-    return s.token_states() && chunk_geometry(s).super_blocks > 1;
+// The states the scans carry between super-blocks through the workspace:
+// with GDN_FLAG_TOKEN_STATES (which the chunked path runs only with
+// GDN_FLAG_BLOCK_STATES) a sequence's own slot is read, never written, so
+// each sequence longer than a super-block has one there (numbered in
+// sequence order, as the scan counts them). There are at most num_tokens /
+// (its tokens + 1) of them: a batch of short sequences needs few.
+inline int64_t carried_states(const Shape& s) {
+    const ChunkGeometry g = chunk_geometry(s);
+    if (!s.token_states() || g.super_blocks <= 1) return 0;
+    const int64_t sb_tokens = int64_t(g.chunks_per_seq) * kChunk;
+    return std::min<int64_t>(s.num_seqs, s.num_tokens / (sb_tokens + 1));
 }
 
 inline ChunkWorkspace carve_chunked(const Shape& s, WorkspaceCarver& carver) {
@@ -87,9 +94,10 @@ inline ChunkWorkspace carve_chunked(const Shape& s, WorkspaceCarver& carver) {
     w.T = carver.take<uint16_t>(size_t(n) * kChunk * kChunk);
     w.P = carver.take<uint16_t>(size_t(n) * kChunk * kChunk);
     w.gamma = carver.take<float>(size_t(n) * 2 * kChunk);
-    w.carry = carries_states(s) ? carver.take<float>(size_t(s.num_seqs) * size_t(s.num_v_heads) *
-                                                     kChunkHeadDim * kChunkHeadDim)
-                                : nullptr;
+    const int64_t carried = carried_states(s);
+    w.carry = carried ? carver.take<float>(size_t(carried) * size_t(s.num_v_heads) * kChunkHeadDim *
+                                           kChunkHeadDim)
+                      : nullptr;
     return w;
 }
 

@@ -79,8 +79,9 @@ struct KernelParams {
     uint16_t* ws_P;        // [slot][Hv][16][16] FP16: e^{γ_t−γ_i} q̂_t·k̂_i (i <= t), row-major
     float* ws_gamma;       // [slot][Hv][2][16]: γ (the running sum of g inside the chunk), e^{γ_15−γ}
     float* ws_carry;       // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES) and more than one
-                           // super-block: [seq][Hv][K·V], the state a sequence's next super-block
-                           // starts from (its own slot is only read), in the pool's layout; else null
+                           // super-block: [i][Hv][K·V], the state the i-th sequence longer than a
+                           // super-block starts its next one from (its own slot is only read), in
+                           // the pool's layout (launch.hpp: carried_states); else null
     int32_t sb_first_chunk;  // first chunk (of every sequence) in this super-block
     int32_t sb_chunks;       // chunks per sequence in this super-block (slots per sequence)
     int32_t prep_threads;    // the prep block's size (64 or 128)

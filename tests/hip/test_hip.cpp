@@ -22,6 +22,7 @@
 #include "common/reference.hpp"
 #include "common/validate.hpp"
 #include "device.hpp"
+#include "hip/launch.hpp"
 
 using gdn::hiptest::device;
 
@@ -1156,6 +1157,17 @@ TEST_CASE("hip: block states (GDN_FLAG_BLOCK_STATES) from the chunked path acros
         REQUIRE(b.slot_of[2] == own2);
         REQUIRE(b.slot_of.back() >= next_slot);  // no own slot among the kept ones
 
+        // The workspace holds a carried state for each sequence longer than a
+        // super-block, at most num_tokens / 129 of them: here 6 places for
+        // the 3 (sequences 1, 2 and 4), not one for each of the 130.
+        {
+            gdn::Shape shape;
+            const gdn_problem_t problem = make_problem(b.spec);
+            REQUIRE(gdn::read_problem(&problem, &shape) == GDN_SUCCESS);
+            REQUIRE(gdn::hip::chunk_geometry(shape).chunks_per_seq == 8);
+            CHECK(gdn::hip::carried_states(shape) == std::min<int64_t>(sp.T / 129, sp.num_seqs));
+            CHECK(gdn::hip::carried_states(shape) < sp.num_seqs);
+        }
         const Result r = run_on_device(b);
         INFO((layout == GDN_STATE_KV ? "[K][V]: " : "[V][K]: ") << r.error << " / " << r.path.reason);
         REQUIRE(r.status == GDN_SUCCESS);
