@@ -465,6 +465,21 @@ std::string first_bit_difference(const Result& a, const Result& b) {
     return "";
 }
 
+// Buffers for `sp` (sp.T tokens, one sequence) whose input rows and per-head
+// parameters are b's from token `first` on; the pool is make_buffers'.
+Buffers rows_of(const Buffers& b, const Spec& sp, int64_t first) {
+    Buffers pb = make_buffers(sp);
+    REQUIRE(pb.row == b.row);
+    const size_t es = esize(sp.in), gs = esize(sp.gate);
+    std::memcpy(pb.in.data(), b.in.data() + size_t(first * b.row) * es, pb.in.size());
+    std::memcpy(pb.g.data(), b.g.data() + size_t(first * sp.Hv) * gs, pb.g.size());
+    std::memcpy(pb.beta.data(), b.beta.data() + size_t(first * sp.Hv) * gs, pb.beta.size());
+    pb.A_log = b.A_log;
+    pb.dt_bias = b.dt_bias;
+    pb.norm_weight = b.norm_weight;
+    return pb;
+}
+
 Spec sequential_of(Spec sp) {
     sp.algo = GDN_ALGO_SEQUENTIAL;
     return sp;
@@ -741,14 +756,7 @@ TEST_CASE("hip: a request split at 129 + 128 tokens with the state carried equal
     auto part = [&](int64_t first, int64_t count, const std::vector<float>& state_in) {
         Spec sp = whole;
         sp.T = count;
-        Buffers pb = make_buffers(sp);
-        const size_t es = esize(sp.in), gs = esize(sp.gate);
-        std::memcpy(pb.in.data(), b.in.data() + size_t(first * b.row) * es, pb.in.size());
-        std::memcpy(pb.g.data(), b.g.data() + size_t(first * sp.Hv) * gs, pb.g.size());
-        std::memcpy(pb.beta.data(), b.beta.data() + size_t(first * sp.Hv) * gs, pb.beta.size());
-        pb.A_log = b.A_log;
-        pb.dt_bias = b.dt_bias;
-        pb.norm_weight = b.norm_weight;
+        Buffers pb = rows_of(b, sp, first);
         pb.state = state_in;
         return std::make_pair(pb, run_on_device(pb));
     };
@@ -1079,16 +1087,7 @@ Buffers prefix_of(const Buffers& b, int32_t seq, int64_t m) {
     sp.extra_slots = 0;
     sp.token_slots.clear();
     sp.flags &= ~GDN_FLAG_BLOCK_STATES;
-    Buffers pb = make_buffers(sp);
-    const int64_t bos = b.cu.empty() ? 0 : b.cu[size_t(seq)];
-    const size_t es = esize(sp.in), gs = esize(sp.gate);
-    REQUIRE(pb.row == b.row);
-    std::memcpy(pb.in.data(), b.in.data() + size_t(bos * b.row) * es, pb.in.size());
-    std::memcpy(pb.g.data(), b.g.data() + size_t(bos * sp.Hv) * gs, pb.g.size());
-    std::memcpy(pb.beta.data(), b.beta.data() + size_t(bos * sp.Hv) * gs, pb.beta.size());
-    pb.A_log = b.A_log;
-    pb.dt_bias = b.dt_bias;
-    pb.norm_weight = b.norm_weight;
+    Buffers pb = rows_of(b, sp, b.cu.empty() ? 0 : b.cu[size_t(seq)]);
     const int32_t own = b.slot_of.empty() ? seq : b.slot_of[size_t(seq)];
     const bool fresh = !b.fresh.empty() && b.fresh[size_t(seq)] != 0;
     const size_t slot_floats = size_t(sp.Hv) * sp.K * sp.V;
