@@ -532,7 +532,10 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
                 prev = next;
             }
         }
-        carry = p.ws_carry + rank * p.num_v_heads * K * V + lane_offset;
+        // (More long sequences than the lengths allow, or a longer one than
+        // problem.max_seqlen says, break the caller's contract: their states
+        // are then not carried, and nothing is written out of bounds.)
+        if (rank < p.carry_count) carry = p.ws_carry + rank * p.num_v_heads * K * V + lane_offset;
     }
     arch::Acc8 S[K / 16];
     auto store_state = [&](float* dst) {
@@ -549,6 +552,7 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
         }
     };
     const float* state_in = token_states && pos0 > 0 ? carry : state;
+    if (state_in == nullptr) return;  // (the broken contract above)
     if (seq.from_zero && p.sb_first_chunk == 0) {
 #pragma unroll
         for (int kb = 0; kb < K / 16; ++kb) S[kb] = arch::Acc8{};
@@ -773,7 +777,7 @@ GDN_DEVICE void chunk_scan_body(const KernelParams& p) {
     }
     if (token_states) {
         // A later super-block goes on from here.
-        if (pos0 + int64_t(nch) * C < seq.len) store_state(carry);
+        if (pos0 + int64_t(nch) * C < seq.len && carry) store_state(carry);
         return;
     }
     store_state(state);

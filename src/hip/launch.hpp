@@ -175,6 +175,7 @@ gdn_status_t enqueue(const Shape& s, const Tensors& t, const PathChoice& path, v
     p.ws_P = ws.P;
     p.ws_gamma = ws.gamma;
     p.ws_carry = ws.carry;
+    p.carry_count = int32_t(carried_states(s));
     p.sb_chunks = geo.chunks_per_seq;
     // A prep block has a wave per value head of the group, 2 or 4 waves (wave
     // 0 forms k·k, wave 1 q·k); the staging loop needs 128 % threads == 0.

@@ -85,7 +85,7 @@ struct KernelParams {
     int32_t sb_first_chunk;  // first chunk (of every sequence) in this super-block
     int32_t sb_chunks;       // chunks per sequence in this super-block (slots per sequence)
     int32_t prep_threads;    // the prep block's size (64 or 128)
-    int32_t pad_;
+    int32_t carry_count;     // states ws_carry holds (0: none)
 };
 
 }  // namespace gdn::hip
