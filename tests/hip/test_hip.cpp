@@ -1107,7 +1107,6 @@ TEST_CASE("hip: block states (GDN_FLAG_BLOCK_STATES) from the chunked path acros
     // an error if it were (the slots are device arrays: not validated here).
     const bool fast = device().fast();
     for (gdn_state_layout_t layout : {GDN_STATE_KV, GDN_STATE_VK}) {
-        if (!fast && layout == GDN_STATE_VK) break;  // the host fibers: [K][V] only
         Spec sp;
         sp.algo = GDN_ALGO_AUTO;
         sp.layout = layout;
