@@ -272,8 +272,8 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     // A precision served by a more accurate one says so (CUDA: BF16X3 by
     // TF32X3, whose scan needs less shared memory; the CPU: FP16 and BF16 by
     // FP32 under auto, faster than the C = 16 emulation). The clauses are
-    // short: the whole reason fits gdn_path_info_t.reason (191 characters,
-    // the longest case in tests/test_validation.cpp).
+    // short so that the whole reason fits gdn_path_info_t.reason (at most
+    // 191 characters; tests/test_validation.cpp checks every case).
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
         served = "; TF32X3 serves BF16X3 (whose scan does not fit)";
