@@ -247,8 +247,8 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
     }
-    // HIP's gfx11 path keeps them (tests/hip has its runs); the CUDA
-    // backend's chunked paths do not, whatever caps made by hand say.
+    // HIP's gfx11 path keeps them (tests/hip has its runs), and CUDA's FP32
+    // path on sm_80+ (tests/cuda), which serves every precision then.
     gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA |
                    GDN_FEATURE_FP16_MMA;
     gpu.backend = GDN_BACKEND_HIP;
@@ -260,9 +260,16 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
     CHECK(info.path == GDN_PATH_CHUNKED_LOWP_C16);
     CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
     gpu.backend = GDN_BACKEND_CUDA;
-    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY;
-    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY |
+                   GDN_FEATURE_FP16_MMA | GDN_FEATURE_TF32_MMA | GDN_FEATURE_WGMMA;
+    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
+        prob.precision = precision;
+        REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+        INFO("precision " << int(precision) << ": " << info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(info.chunk_size == 32);
+        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+    }
     prob.precision = GDN_PRECISION_FP32;
     prob.head_dim_k = p.problem.head_dim_k;
     prob.head_dim_v = p.problem.head_dim_v;

@@ -10,8 +10,9 @@
 //   - GDN_FLAG_BLOCK_STATES (with it): the states at block ends, which a
 //     chunked path has at its chunk ends. The choice is made as without
 //     token states where the backend's chunked paths keep them (caps with
-//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path); elsewhere as
-//     with GDN_FLAG_TOKEN_STATES alone.
+//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path, CUDA's FP32
+//     path, which then serves every precision); elsewhere as with
+//     GDN_FLAG_TOKEN_STATES alone.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -92,6 +93,9 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
 }
 
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
+    // GDN_FLAG_BLOCK_STATES' states: the FP32 scan keeps them (the register-
+    // state scan and the fused kernel do not), and serves every precision.
+    if (s.block_states()) return cuda_chunked_as(caps, s, GDN_PRECISION_FP32, c);
     // The C = 32 kernels load element by element: any stride and alignment
     // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
@@ -228,10 +232,9 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
                          PathChoice* out) {
     PathChoice c;
-    // The chunked paths that keep them (the CUDA backend's do not, and never
-    // sets the bit; caps made by hand with it there are not taken at their word).
-    const bool chunk_states =
-        (caps.features & GDN_FEATURE_BLOCK_STATES) != 0 && caps.backend != GDN_BACKEND_CUDA;
+    // The chunked paths that keep them (the CPU's, HIP's on gfx11, CUDA's
+    // FP32 path on sm_80+: their probes set the bit).
+    const bool chunk_states = (caps.features & GDN_FEATURE_BLOCK_STATES) != 0;
     if (s.token_states() && !(s.block_states() && chunk_states)) {
         // The state after every token: the sequential kernel has it, the
         // chunked ones only at chunk ends, and keep it there only on the
@@ -241,8 +244,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                         s.block_states()
                             ? "problem.algorithm = chunked, but this backend's chunked paths do not "
                               "keep GDN_FLAG_BLOCK_STATES' states (caps.features lacks "
-                              "GDN_FEATURE_BLOCK_STATES; the CPU's and HIP's gfx11 paths do): its "
-                              "sequential path runs the flag"
+                              "GDN_FEATURE_BLOCK_STATES): its sequential path runs the flag"
                             : "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "
                               "after every token, which only the sequential path does (with "
                               "GDN_FLAG_BLOCK_STATES, the states at block ends only, the chunked "
@@ -274,6 +276,8 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
         served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
+    else if (caps.backend == GDN_BACKEND_CUDA && s.block_states() && s.precision != GDN_PRECISION_FP32)
+        served = "; FP32 serves the precision asked (its scan keeps GDN_FLAG_BLOCK_STATES' states)";
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
         served = "; FP32 serves FP16/BF16 (on the CPU faster than the C = 16 emulation)";
     if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)

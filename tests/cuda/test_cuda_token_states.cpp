@@ -68,9 +68,11 @@ const void* offset(const void* base, int64_t elements, gdn_dtype_t dt) {
     return base ? static_cast<const char*>(base) + elements * int64_t(dtype_bytes(dt)) : nullptr;
 }
 
-// Tokens [bos, bos + count) of sequence `seq` alone (forced sequential, a
-// plain call) from its own slot: the slot then holds the state after them.
-void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps) {
+// Tokens [bos, bos + count) of sequence `seq` alone (a plain call, forced
+// sequential or `algorithm` at FP32) from its own slot: the slot then holds
+// the state after them.
+void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps,
+                gdn_algorithm_t algorithm = GDN_ALGO_SEQUENTIAL) {
     const Problem& p = d.host;
     const Spec& s = p.spec;
     const int64_t bos = p.cu_seqlens[size_t(seq)];
@@ -78,7 +80,8 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     one.num_seqs = 1;
     one.num_tokens = count;
     one.max_seqlen = 0;
-    one.algorithm = GDN_ALGO_SEQUENTIAL;
+    one.algorithm = algorithm;
+    one.precision = GDN_PRECISION_FP32;
     gdn_tensors_t t = d.tensors();
     t.q = offset(t.q, bos * p.q_l.token_stride, s.input);
     t.k = offset(t.k, bos * p.k_l.token_stride, s.input);
@@ -270,8 +273,8 @@ TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes, VA
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
 }
 
-TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' states, the other entries "
-          "ignored, VALIDATE checks only those read",
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: block ends' and last tokens' "
+          "states, the other entries ignored, VALIDATE checks only those read",
           "[cuda][token_states][block_states]") {
     const gdn_caps_t caps = cuda_caps();
     // Own slots 0, 1, 2, padding, 3 (sequence 1 from zero); the entries read:
@@ -279,12 +282,15 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
     // 1's 63 (its last) -> its own slot 1; sequence 2's only token -> 13; the
     // padding sequence's 63 -> 14 (not written); sequence 4's 63 -> 15, 127 ->
     // 16, 129 -> 17. Every other entry would be an error if it were read.
+    // The sequential kernel's, forced (auto takes the chunked path here: the
+    // case after this one).
     Spec s = step_spec(kLayouts[0]);
     s.seq_lens = {200, 64, 1, 130, 130};
     s.state_indices = {0, 1, 2, -1, 3};
     s.start_from_zero = {0, 1, 0, 0, 0};
     s.num_state_slots = 20;
     s.seed = 31;
+    s.algorithm = GDN_ALGO_SEQUENTIAL;
     Problem p(s);
     std::vector<int32_t> tsi(size_t(p.T));
     const int32_t junk[] = {9999, 3, 10, -7, 0, 20};
@@ -370,4 +376,159 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(same_bits(d.state.bytes(), state0, "state pool") == "");
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+}
+
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across windows: kept states bit "
+          "for bit with their prefixes' runs",
+          "[cuda][token_states][block_states]") {
+    const gdn_caps_t caps = cuda_caps();
+    REQUIRE((caps.features & GDN_FEATURE_BLOCK_STATES) != 0);
+    struct Variant {
+        const char* name;
+        int32_t kv;
+        gdn_state_layout_t layout;
+        gdn_head_mapping_t mapping;
+        gdn_dtype_t input;
+        gdn_precision_t precision;  // asked: the FP32 path serves every one
+        int64_t slot_pad;
+    };
+    const Variant variants[] = {
+        {"K = V = 128, [K][V], grouped, bf16, FP32", 128, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_BF16,
+         GDN_PRECISION_FP32, 0},
+        {"K = V = 64, [V][K], interleaved, f32, BF16 asked, padded slots", 64, GDN_STATE_VK,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3},
+    };
+    for (const Variant& var : variants) {
+        INFO(var.name);
+        // 5364 tokens: windows of 2048 (the workspace gdn_workspace_size
+        // gives), crossed by sequences 0 (2100 tokens) and 2 (3000). Own
+        // slots 0, padding, 1, 2 (named by its last token), 3, 4, 5 (empty,
+        // from zero: untouched), 6.
+        Spec s;
+        s.seq_lens = {2100, 70, 3000, 64, 129, 1, 0, 200};
+        s.state_indices = {0, -1, 1, 2, 3, 4, 5, 6};
+        s.start_from_zero = {0, 0, 1, 0, 1, 0, 1, 0};
+        s.hk = 2;
+        s.hv = 4;
+        s.k = s.v = var.kv;
+        s.layout = var.layout;
+        s.mapping = var.mapping;
+        s.input = var.input;
+        s.precision = var.precision;
+        s.slot_pad = var.slot_pad;
+        s.flags = GDN_FLAG_QK_L2NORM;
+        s.seed = 47;
+        // The entries read: kept at the first two block ends, near the
+        // window edges (token 2048 and 4096 of the batch), every ninth block
+        // end and the last token (sequence 4's: none); -1 at the others;
+        // the padding sequence names slots 7 and 8, which it must not
+        // write; every entry not read holds junk.
+        struct Named {
+            int32_t seq;
+            int64_t pos;
+            int32_t slot;
+        };
+        std::vector<Named> named;
+        int32_t next_slot = 9;
+        std::vector<int32_t> tsi;
+        const int32_t junk[] = {9999, 3, -7, 0, 100000};
+        for (int32_t n = 0, bos = 0; n < int32_t(s.seq_lens.size()); bos += s.seq_lens[size_t(n++)]) {
+            const int64_t len = s.seq_lens[size_t(n)];
+            for (int64_t i = 0; i < len; ++i) {
+                tsi.push_back(junk[(bos + i) % 5]);
+                if ((i + 1) % GDN_STATE_BLOCK != 0 && i != len - 1) continue;
+                const int64_t edge = (bos + i + 1) % 2048;
+                int32_t slot = -1;
+                if (n == 1) slot = i == 63 ? 7 : 8;
+                else if (n == 3 && i == len - 1) slot = 2;  // its own slot
+                else if (n == 4 && i == len - 1) slot = -1;
+                else if (i < 128 || i == len - 1 || edge < 160 || edge > 1920 || (i / 64) % 9 == 4)
+                    slot = next_slot++;
+                tsi.back() = slot;
+                if (slot >= 0 && n != 1) named.push_back({n, i, slot});
+            }
+        }
+        s.num_state_slots = next_slot;
+        Problem p(s);
+        REQUIRE(p.T == int64_t(tsi.size()));
+        DeviceProblem d(p);
+        DeviceBuffer slots(tsi.size() * 4);
+        slots.upload(tsi.data(), slots.size());
+        d.fill_out_nan();
+        const std::vector<unsigned char> before = d.state.bytes();
+        Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+        ws.fill_nan();
+        REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
+                GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(d.guard_damage() == "");
+        const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+
+        // A rerun (the workspace NaN again) gives the same bytes.
+        d.reset_state();
+        d.fill_out_nan();
+        ws.fill_nan();
+        REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
+                GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(same_bits(d.state.bytes(), after, "state pool (rerun)") == "");
+        CHECK(same_bits(d.out.bytes(), out, "out (rerun)") == "");
+
+        // The plain call on the same path (FP32, chunked): the same out bytes,
+        // and its final states where the last tokens keep them.
+        gdn_problem_t plain = d.host.problem;
+        plain.algorithm = GDN_ALGO_CHUNKED;
+        plain.precision = GDN_PRECISION_FP32;
+        gdn_tensors_t plain_t = d.tensors();
+        d.reset_state();
+        d.fill_out_nan();
+        DeviceWorkspace plain_ws;
+        REQUIRE(plain_ws.size_for(caps, plain) == GDN_SUCCESS);
+        REQUIRE(gdn_chunked_recurrence(&caps, &plain, &plain_t, plain_ws.data(), plain_ws.size(), nullptr) ==
+                GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(same_bits(d.out.bytes(), out, "out (plain call)") == "");
+        const std::vector<unsigned char> plain_state = d.state.bytes();
+
+        std::vector<char> written(size_t(p.slots), 0);
+        Problem single_host(s);
+        DeviceProblem single(single_host);
+        int prefix_runs = 0;
+        for (const Named& n : named) {
+            written[size_t(n.slot)] = 1;
+            const int64_t len = s.seq_lens[size_t(n.seq)];
+            const int32_t own = s.state_indices[size_t(n.seq)];
+            INFO("sequence " << n.seq << ", token " << n.pos << " of " << len << " -> slot " << n.slot);
+            const unsigned char* got = after.data() + size_t(n.slot) * size_t(p.slot_stride) * 4;
+            if (n.pos == len - 1) {
+                CHECK(std::memcmp(got, plain_state.data() + size_t(own) * size_t(p.slot_stride) * 4,
+                                  slot_bytes(p)) == 0);
+                continue;
+            }
+            single.reset_state();
+            run_prefix(single, n.seq, n.pos + 1, caps, GDN_ALGO_CHUNKED);
+            ++prefix_runs;
+            const std::vector<unsigned char> want = single.state.bytes();
+            CHECK(std::memcmp(got, want.data() + size_t(own) * size_t(p.slot_stride) * 4, slot_bytes(p)) == 0);
+        }
+        CHECK(prefix_runs >= 12);
+        // Nothing else in the pool changed: own slots (read, not written; 2
+        // is named), the padding sequence's 7 and 8, the empty sequence's 5,
+        // the gaps after every slot.
+        for (int32_t slot = 0; slot < p.slots; ++slot) {
+            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
+            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
+            const size_t data = written[size_t(slot)] ? slot_bytes(p) : 0;
+            INFO("slot " << slot);
+            CHECK(std::memcmp(after.data() + from + data, before.data() + from + data, to - from - data) == 0);
+        }
+    }
 }
