@@ -8,6 +8,7 @@
 // under VALIDATE.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -118,6 +119,44 @@ Flagged flagged(const DeviceProblem& d, const DeviceBuffer& slots, uint32_t extr
     f.tensors = d.tensors();
     f.tensors.token_state_indices = slots.as<const int32_t>();
     return f;
+}
+
+// A GDN_FLAG_BLOCK_STATES call of `d` (its token slots already in `slots`),
+// out NaN-filled first and the workspace too: the path it took, the pool
+// before and after, out after; guards checked.
+struct BlockRun {
+    gdn_path_info_t info;
+    std::vector<unsigned char> before, after, out;
+};
+BlockRun run_block_states(DeviceProblem& d, const DeviceBuffer& slots, const gdn_caps_t& caps) {
+    BlockRun r;
+    d.fill_out_nan();
+    r.before = d.state.bytes();
+    Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
+    gdn_path_info_init(&r.info);
+    REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &r.info) == GDN_SUCCESS);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+    ws.fill_nan();
+    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(d.guard_damage() == "");
+    r.after = d.state.bytes();
+    r.out = d.out.bytes();
+    return r;
+}
+
+// Every slot of the pool `after` outside `written`, and the gap after every
+// slot's data, holds `before`'s bytes.
+void check_pool_untouched(const Problem& p, const std::vector<unsigned char>& before,
+                          const std::vector<unsigned char>& after, const std::vector<char>& written) {
+    for (int32_t slot = 0; slot < p.slots; ++slot) {
+        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
+        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
+        const size_t data = written[size_t(slot)] ? slot_bytes(p) : 0;
+        INFO("slot " << slot);
+        CHECK(std::memcmp(after.data() + from + data, before.data() + from + data, to - from - data) == 0);
+    }
 }
 
 }  // namespace
@@ -306,20 +345,9 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: bloc
     DeviceProblem d(p);
     DeviceBuffer slots(tsi.size() * 4);
     slots.upload(tsi.data(), slots.size());
-    d.fill_out_nan();
-    const std::vector<unsigned char> before = d.state.bytes();
-    Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
-    gdn_path_info_t info;
-    gdn_path_info_init(&info);
-    REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
-    DeviceWorkspace ws;
-    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
-    ws.fill_nan();
-    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
-    GDN_CUDA_CHECK(cudaDeviceSynchronize());
-    CHECK(d.guard_damage() == "");
-    const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+    const BlockRun run = run_block_states(d, slots, caps);
+    CHECK(run.info.path == GDN_PATH_SEQUENTIAL);
+    const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
 
     std::vector<char> written(size_t(p.slots), 0);
     Problem single_host(s);
@@ -347,15 +375,12 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: bloc
                 CHECK(std::memcmp(out.data() + at, want_out.data() + at, size_t(s.v) * dtype_bytes(s.output)) == 0);
             }
     }
-    for (int32_t slot = 0; slot < p.slots; ++slot) {
-        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-        INFO("slot " << slot);
-        if (!written[size_t(slot)]) CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-    }
+    check_pool_untouched(p, before, after, written);
 
     // GDN_FLAG_VALIDATE reads the same entries: the junk passes, with the same bytes ...
     Flagged v = flagged(d, slots, GDN_FLAG_BLOCK_STATES | GDN_FLAG_VALIDATE);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, v.problem) == GDN_SUCCESS);
     d.reset_state();
     d.fill_out_nan();
     REQUIRE(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
@@ -454,33 +479,17 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         DeviceProblem d(p);
         DeviceBuffer slots(tsi.size() * 4);
         slots.upload(tsi.data(), slots.size());
-        d.fill_out_nan();
-        const std::vector<unsigned char> before = d.state.bytes();
-        Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
-        gdn_path_info_t info;
-        gdn_path_info_init(&info);
-        REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &info) == GDN_SUCCESS);
-        INFO(info.reason);
-        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
-        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
-        DeviceWorkspace ws;
-        REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
-        ws.fill_nan();
-        REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
-                GDN_SUCCESS);
-        GDN_CUDA_CHECK(cudaDeviceSynchronize());
-        CHECK(d.guard_damage() == "");
-        const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+        const BlockRun run = run_block_states(d, slots, caps);
+        INFO(run.info.reason);
+        CHECK(run.info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(std::string(run.info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+        const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
 
         // A rerun (the workspace NaN again) gives the same bytes.
         d.reset_state();
-        d.fill_out_nan();
-        ws.fill_nan();
-        REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) ==
-                GDN_SUCCESS);
-        GDN_CUDA_CHECK(cudaDeviceSynchronize());
-        CHECK(same_bits(d.state.bytes(), after, "state pool (rerun)") == "");
-        CHECK(same_bits(d.out.bytes(), out, "out (rerun)") == "");
+        const BlockRun again = run_block_states(d, slots, caps);
+        CHECK(same_bits(again.after, after, "state pool (rerun)") == "");
+        CHECK(same_bits(again.out, out, "out (rerun)") == "");
 
         // The plain call on the same path (FP32, chunked): the same out bytes,
         // and its final states where the last tokens keep them.
@@ -523,12 +532,6 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         // Nothing else in the pool changed: own slots (read, not written; 2
         // is named), the padding sequence's 7 and 8, the empty sequence's 5,
         // the gaps after every slot.
-        for (int32_t slot = 0; slot < p.slots; ++slot) {
-            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-            const size_t data = written[size_t(slot)] ? slot_bytes(p) : 0;
-            INFO("slot " << slot);
-            CHECK(std::memcmp(after.data() + from + data, before.data() + from + data, to - from - data) == 0);
-        }
+        check_pool_untouched(p, before, after, written);
     }
 }
