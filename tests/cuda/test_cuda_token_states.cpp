@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../token_states_support.hpp"
 #include "cuda_support.hpp"
 
 using namespace gdn_cuda_test;
@@ -105,7 +106,6 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-size_t slot_bytes(const Problem& p) { return size_t(p.spec.hv) * p.spec.k * p.spec.v * 4; }
 
 struct Flagged {
     gdn_problem_t problem;
@@ -144,19 +144,6 @@ BlockRun run_block_states(DeviceProblem& d, const DeviceBuffer& slots, const gdn
     r.after = d.state.bytes();
     r.out = d.out.bytes();
     return r;
-}
-
-// Every slot of the pool `after` outside `written`, and the gap after every
-// slot's data, holds `before`'s bytes.
-void check_pool_untouched(const Problem& p, const std::vector<unsigned char>& before,
-                          const std::vector<unsigned char>& after, const std::vector<char>& written) {
-    for (int32_t slot = 0; slot < p.slots; ++slot) {
-        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-        const size_t data = written[size_t(slot)] ? slot_bytes(p) : 0;
-        INFO("slot " << slot);
-        CHECK(std::memcmp(after.data() + from + data, before.data() + from + data, to - from - data) == 0);
-    }
 }
 
 }  // namespace
@@ -227,16 +214,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
                           0);
                 }
         }
-        for (int32_t slot = 0; slot < p.slots; ++slot) {
-            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-            const size_t data_end = from + slot_bytes(p);
-            INFO("slot " << slot);
-            if (!written[size_t(slot)])
-                CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-            else if (data_end < to)
-                CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
-        }
+        check_untouched(p, before, after, written);
 
         // The last token's slot of every live sequence against FP64.
         const Reference want = reference(p);
@@ -375,7 +353,7 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: bloc
                 CHECK(std::memcmp(out.data() + at, want_out.data() + at, size_t(s.v) * dtype_bytes(s.output)) == 0);
             }
     }
-    check_pool_untouched(p, before, after, written);
+    check_untouched(p, before, after, written);
 
     // GDN_FLAG_VALIDATE reads the same entries: the junk passes, with the same bytes ...
     Flagged v = flagged(d, slots, GDN_FLAG_BLOCK_STATES | GDN_FLAG_VALIDATE);
@@ -532,6 +510,6 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         // Nothing else in the pool changed: own slots (read, not written; 2
         // is named), the padding sequence's 7 and 8, the empty sequence's 5,
         // the gaps after every slot.
-        check_pool_untouched(p, before, after, written);
+        check_untouched(p, before, after, written);
     }
 }
