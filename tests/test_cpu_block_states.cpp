@@ -248,7 +248,8 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
     }
     // HIP's gfx11 path keeps them (tests/hip has its runs), and CUDA's FP32
-    // path on sm_80+ (tests/cuda), which serves every precision then.
+    // path on sm_80+ (tests/cuda), which serves every precision the fused
+    // BF16 kernel does not take (that one keeps them too).
     gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA |
                    GDN_FEATURE_FP16_MMA;
     gpu.backend = GDN_BACKEND_HIP;
@@ -268,8 +269,28 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         INFO("precision " << int(precision) << ": " << info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_FP32);
         CHECK(info.chunk_size == 32);
-        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES' states from the chunk ends") !=
+              std::string::npos);
+        if (precision != GDN_PRECISION_FP32)
+            CHECK(std::string(info.reason).find("served by FP32, which keeps the block states") != std::string::npos);
     }
+    // The fused BF16 kernel (C = 64: its chunks are the blocks) where it
+    // takes the problem: bf16 q/k/v, K = V = 128, sm_90 with its code.
+    prob.precision = GDN_PRECISION_BF16;
+    prob.input_dtype = GDN_DTYPE_BF16;
+    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+    INFO(info.reason);
+    CHECK(info.path == GDN_PATH_CHUNKED_TC);
+    CHECK(info.chunk_size == 64);
+    CHECK(info.precision == GDN_PRECISION_BF16);
+    CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES' states from the chunk ends") != std::string::npos);
+    gpu.features &= ~GDN_FEATURE_WGMMA;  // a library without sm_90a code: FP32 serves
+    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+    CHECK(info.chunk_size == 32);
+    gpu.features |= GDN_FEATURE_WGMMA;
+    prob.input_dtype = p.problem.input_dtype;
     prob.precision = GDN_PRECISION_FP32;
     prob.head_dim_k = p.problem.head_dim_k;
     prob.head_dim_v = p.problem.head_dim_v;

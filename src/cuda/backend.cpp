@@ -317,10 +317,11 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
     // The fused C = 64 path needs no scratch, but gdn_workspace_size() sees no
     // tensors: its bound is the C = 32 path's, which serves the tensors the
-    // fused one does not take (dispatch.cpp), so one workspace fits both.
-    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
-                                 policy::kCudaWindowTokens, nullptr)
-                 .bytes;
+    // fused one does not take (dispatch.cpp), so one workspace fits both. With
+    // GDN_FLAG_BLOCK_STATES that path is the FP32 one (its carry included).
+    const ScanMode mode =
+        shape.block_states() ? ScanMode::kFp32 : scan_mode_for(path.path, path.precision);
+    *bytes = carve_chunk_scratch(caps, shape, mode, policy::kCudaWindowTokens, nullptr).bytes;
     return GDN_SUCCESS;
 }
 
@@ -391,9 +392,10 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     }
 
     // Per-token states on a chunked path: GDN_FLAG_BLOCK_STATES' states,
-    // which the FP32 and TF32X3 scans keep (dispatch takes FP32 for them).
+    // which the fused kernel and the FP32 and TF32X3 scans keep (dispatch
+    // takes the fused kernel or FP32 for them).
     const ScanMode mode = scan_mode_for(path.path, path.precision);
-    if (shape.token_states() && (path.chunk_size == policy::kCudaFusedChunk || use_scan_mma(mode)))
+    if (shape.token_states() && path.chunk_size != policy::kCudaFusedChunk && use_scan_mma(mode))
         return fail(GDN_ERROR_INTERNAL, "GDN_FLAG_BLOCK_STATES on a CUDA chunked path without them ({})",
                     int(path.path));
 

@@ -71,10 +71,11 @@ const void* offset(const void* base, int64_t elements, gdn_dtype_t dt) {
 }
 
 // Tokens [bos, bos + count) of sequence `seq` alone (a plain call, forced
-// sequential or `algorithm` at FP32) from its own slot: the slot then holds
-// the state after them.
-void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps,
-                gdn_algorithm_t algorithm = GDN_ALGO_SEQUENTIAL) {
+// sequential or `algorithm` at `precision`) from its own slot: the slot then
+// holds the state after them. Returns the path the call took.
+gdn_path_info_t run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps,
+                           gdn_algorithm_t algorithm = GDN_ALGO_SEQUENTIAL,
+                           gdn_precision_t precision = GDN_PRECISION_FP32) {
     const Problem& p = d.host;
     const Spec& s = p.spec;
     const int64_t bos = p.cu_seqlens[size_t(seq)];
@@ -83,7 +84,7 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     one.num_tokens = count;
     one.max_seqlen = 0;
     one.algorithm = algorithm;
-    one.precision = GDN_PRECISION_FP32;
+    one.precision = precision;
     gdn_tensors_t t = d.tensors();
     t.q = offset(t.q, bos * p.q_l.token_stride, s.input);
     t.k = offset(t.k, bos * p.k_l.token_stride, s.input);
@@ -100,10 +101,14 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     t.cu_seqlens = nullptr;
     t.state_indices += seq;
     t.start_from_zero += seq;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    REQUIRE(gdn_select_path(&caps, &one, &t, &info) == GDN_SUCCESS);
     DeviceWorkspace ws;
     REQUIRE(ws.size_for(caps, one) == GDN_SUCCESS);
     REQUIRE(gdn_chunked_recurrence(&caps, &one, &t, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    return info;
 }
 
 
@@ -381,28 +386,42 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: bloc
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
 }
 
-TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across windows: kept states bit "
-          "for bit with their prefixes' runs",
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 across windows, the fused "
+          "BF16 kernel): kept states bit for bit with their prefixes' runs",
           "[cuda][token_states][block_states]") {
     const gdn_caps_t caps = cuda_caps();
     REQUIRE((caps.features & GDN_FEATURE_BLOCK_STATES) != 0);
+    const bool fused = caps.compute_major == 9 && (caps.features & GDN_FEATURE_WGMMA) != 0;
     struct Variant {
         const char* name;
         int32_t kv;
         gdn_state_layout_t layout;
         gdn_head_mapping_t mapping;
-        gdn_dtype_t input;
-        gdn_precision_t precision;  // asked: the FP32 path serves every one
+        gdn_dtype_t input, output;
+        gdn_precision_t precision;  // asked
         int64_t slot_pad;
+        uint32_t flags;
+        bool fused;  // the fused BF16 kernel (C = 64) serves it; else the FP32 path (C = 32)
     };
     const Variant variants[] = {
         {"K = V = 128, [K][V], grouped, bf16, FP32", 128, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_BF16,
-         GDN_PRECISION_FP32, 0},
+         GDN_DTYPE_F32, GDN_PRECISION_FP32, 0, GDN_FLAG_QK_L2NORM, false},
         {"K = V = 64, [V][K], interleaved, f32, BF16 asked, padded slots", 64, GDN_STATE_VK,
-         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3},
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM, false},
+        {"fused: K = V = 128, [V][K], interleaved, bf16, BF16, padded slots, q/k L2 norm", 128, GDN_STATE_VK,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM, true},
+        {"fused: K = V = 128, [K][V], grouped, bf16 in and out, BF16", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
+         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_BF16, 0, 0u, true},
     };
     for (const Variant& var : variants) {
         INFO(var.name);
+        if (var.fused && !fused) {
+            WARN("skipped: the fused BF16 kernel needs sm_90 with the library's sm_90a code; this is "
+                 << caps.arch);
+            continue;
+        }
+        // The path of the plain call and the prefix runs: the flagged call's.
+        const gdn_precision_t run_precision = var.fused ? GDN_PRECISION_BF16 : GDN_PRECISION_FP32;
         // 5364 tokens: windows of 2048 (the workspace gdn_workspace_size
         // gives), crossed by sequences 0 (2100 tokens) and 2 (3000). Own
         // slots 0, padding, 1, 2 (named by its last token), 3, 4, 5 (empty,
@@ -417,9 +436,10 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         s.layout = var.layout;
         s.mapping = var.mapping;
         s.input = var.input;
+        s.output = var.output;
         s.precision = var.precision;
         s.slot_pad = var.slot_pad;
-        s.flags = GDN_FLAG_QK_L2NORM;
+        s.flags = var.flags;
         s.seed = 47;
         // The entries read: kept at the first two block ends, near the
         // window edges (token 2048 and 4096 of the batch), every ninth block
@@ -459,7 +479,9 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         slots.upload(tsi.data(), slots.size());
         const BlockRun run = run_block_states(d, slots, caps);
         INFO(run.info.reason);
-        CHECK(run.info.path == GDN_PATH_CHUNKED_FP32);
+        CHECK(run.info.path == (var.fused ? GDN_PATH_CHUNKED_TC : GDN_PATH_CHUNKED_FP32));
+        CHECK(run.info.chunk_size == (var.fused ? 64 : 32));
+        CHECK(run.info.precision == run_precision);
         CHECK(std::string(run.info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
         const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
 
@@ -469,12 +491,17 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
         CHECK(same_bits(again.after, after, "state pool (rerun)") == "");
         CHECK(same_bits(again.out, out, "out (rerun)") == "");
 
-        // The plain call on the same path (FP32, chunked): the same out bytes,
-        // and its final states where the last tokens keep them.
+        // The plain call on the same path (chunked, FP32 or the fused BF16
+        // kernel): the same out bytes, and its final states where the last
+        // tokens keep them.
         gdn_problem_t plain = d.host.problem;
         plain.algorithm = GDN_ALGO_CHUNKED;
-        plain.precision = GDN_PRECISION_FP32;
+        plain.precision = run_precision;
         gdn_tensors_t plain_t = d.tensors();
+        gdn_path_info_t plain_info;
+        gdn_path_info_init(&plain_info);
+        REQUIRE(gdn_select_path(&caps, &plain, &plain_t, &plain_info) == GDN_SUCCESS);
+        CHECK(plain_info.chunk_size == run.info.chunk_size);
         d.reset_state();
         d.fill_out_nan();
         DeviceWorkspace plain_ws;
@@ -501,7 +528,8 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked FP32 path across 
                 continue;
             }
             single.reset_state();
-            run_prefix(single, n.seq, n.pos + 1, caps, GDN_ALGO_CHUNKED);
+            const gdn_path_info_t prefix = run_prefix(single, n.seq, n.pos + 1, caps, GDN_ALGO_CHUNKED, run_precision);
+            CHECK(prefix.chunk_size == run.info.chunk_size);
             ++prefix_runs;
             const std::vector<unsigned char> want = single.state.bytes();
             CHECK(std::memcmp(got, want.data() + size_t(own) * size_t(p.slot_stride) * 4, slot_bytes(p)) == 0);
