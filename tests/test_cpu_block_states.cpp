@@ -247,9 +247,8 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
     }
-    // HIP's gfx11 path keeps them (tests/hip has its runs), and CUDA's FP32
-    // path on sm_80+ (tests/cuda), which serves every precision the fused
-    // BF16 kernel does not take (that one keeps them too).
+    // HIP's gfx11 path keeps them (tests/hip has its runs), and CUDA's
+    // chunked paths on sm_80+ (tests/cuda): each precision as without them.
     gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA |
                    GDN_FEATURE_FP16_MMA;
     gpu.backend = GDN_BACKEND_HIP;
@@ -263,33 +262,30 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
     gpu.backend = GDN_BACKEND_CUDA;
     gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY |
                    GDN_FEATURE_FP16_MMA | GDN_FEATURE_TF32_MMA | GDN_FEATURE_WGMMA;
-    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
-        prob.precision = precision;
+    const struct {
+        gdn_precision_t precision;
+        gdn_dtype_t input;
+        gdn_path_t path;
+        int32_t chunk;
+    } cuda_paths[] = {
+        {GDN_PRECISION_FP32, GDN_DTYPE_F32, GDN_PATH_CHUNKED_FP32, 32},
+        {GDN_PRECISION_TF32X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+        {GDN_PRECISION_FP16, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+        {GDN_PRECISION_BF16, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},   // the register-state scan
+        {GDN_PRECISION_BF16, GDN_DTYPE_BF16, GDN_PATH_CHUNKED_TC, 64},  // the fused kernel
+        {GDN_PRECISION_BF16X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+    };
+    for (const auto& cp : cuda_paths) {
+        prob.precision = cp.precision;
+        prob.input_dtype = cp.input;
         REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-        INFO("precision " << int(precision) << ": " << info.reason);
-        CHECK(info.path == GDN_PATH_CHUNKED_FP32);
-        CHECK(info.chunk_size == 32);
-        CHECK(info.precision == GDN_PRECISION_FP32);
+        INFO("precision " << int(cp.precision) << ", input " << int(cp.input) << ": " << info.reason);
+        CHECK(info.path == cp.path);
+        CHECK(info.chunk_size == cp.chunk);
+        CHECK(info.precision == cp.precision);
         CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES' states from the chunk ends") !=
               std::string::npos);
-        if (precision != GDN_PRECISION_FP32)
-            CHECK(std::string(info.reason).find("served by FP32, which keeps the block states") != std::string::npos);
     }
-    // The fused BF16 kernel (C = 64: its chunks are the blocks) where it
-    // takes the problem: bf16 q/k/v, K = V = 128, sm_90 with its code.
-    prob.precision = GDN_PRECISION_BF16;
-    prob.input_dtype = GDN_DTYPE_BF16;
-    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-    INFO(info.reason);
-    CHECK(info.path == GDN_PATH_CHUNKED_TC);
-    CHECK(info.chunk_size == 64);
-    CHECK(info.precision == GDN_PRECISION_BF16);
-    CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES' states from the chunk ends") != std::string::npos);
-    gpu.features &= ~GDN_FEATURE_WGMMA;  // a library without sm_90a code: FP32 serves
-    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_CHUNKED_FP32);
-    CHECK(info.chunk_size == 32);
-    gpu.features |= GDN_FEATURE_WGMMA;
     prob.input_dtype = p.problem.input_dtype;
     prob.precision = GDN_PRECISION_FP32;
     prob.head_dim_k = p.problem.head_dim_k;

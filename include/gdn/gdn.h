@@ -228,8 +228,7 @@ typedef enum gdn_path_t {
                                                 backend of this library; since 0.4) */
 #define GDN_FEATURE_BLOCK_STATES (1ull << 7) /* the backend's chunked paths keep the states that
                                                 GDN_FLAG_BLOCK_STATES names (the CPU's since 0.5,
-                                                HIP's on gfx11 since 0.5.1, CUDA's FP32 chunked
-                                                path on sm_80+ and its fused BF16 path on sm_90
+                                                HIP's on gfx11 since 0.5.1, CUDA's on sm_80+
                                                 since 0.5.2).
                                                 Every backend with GDN_FEATURE_TOKEN_STATES runs the
                                                 flag, on its sequential path where this bit is

@@ -10,9 +10,8 @@
 //   - GDN_FLAG_BLOCK_STATES (with it): the states at block ends, which a
 //     chunked path has at its chunk ends. The choice is made as without
 //     token states where the backend's chunked paths keep them (caps with
-//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path, CUDA's fused
-//     BF16 path and its FP32 path, which then serves every other precision);
-//     elsewhere as with GDN_FLAG_TOKEN_STATES alone.
+//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path, CUDA's chunked
+//     paths on sm_80+); elsewhere as with GDN_FLAG_TOKEN_STATES alone.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -93,17 +92,6 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
 }
 
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
-    // GDN_FLAG_BLOCK_STATES' states: the fused BF16 kernel keeps them (its
-    // chunks are the blocks) and the FP32 scan does; the register-state scan
-    // does not, so FP32 serves every precision the fused kernel does not take.
-    if (s.block_states()) {
-        if (s.precision == GDN_PRECISION_BF16 && cuda_chunked_as(caps, s, s.precision, c).empty() &&
-            cuda_fused64_problem(caps, s, t).empty()) {
-            c->chunk_size = policy::kCudaFusedChunk;
-            return "";
-        }
-        return cuda_chunked_as(caps, s, GDN_PRECISION_FP32, c);
-    }
     // The C = 32 kernels load element by element: any stride and alignment
     // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
@@ -240,8 +228,8 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
                          PathChoice* out) {
     PathChoice c;
-    // The chunked paths that keep them (the CPU's, HIP's on gfx11, CUDA's
-    // FP32 path on sm_80+: their probes set the bit).
+    // The chunked paths that keep them (the CPU's, HIP's on gfx11, CUDA's on
+    // sm_80+: their probes set the bit).
     const bool chunk_states = (caps.features & GDN_FEATURE_BLOCK_STATES) != 0;
     if (s.token_states() && !(s.block_states() && chunk_states)) {
         // The state after every token: the sequential kernel has it, the
@@ -284,8 +272,6 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
         served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
-    else if (caps.backend == GDN_BACKEND_CUDA && s.block_states() && c.precision != s.precision)
-        served = "; served by FP32, which keeps the block states";
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
         served = "; FP32 serves FP16/BF16 (on the CPU faster than the C = 16 emulation)";
     if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)

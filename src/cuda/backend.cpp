@@ -292,7 +292,7 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     caps->shared_mem_per_block_optin = prop.sharedMemPerBlockOptin;
     caps->shared_mem_per_multiprocessor = prop.sharedMemPerMultiprocessor;
     uint64_t f = GDN_FEATURE_TOKEN_STATES;  // the sequential kernel (recurrent_kernel)
-    // sm_80+: the chunked FP32 path, which keeps GDN_FLAG_BLOCK_STATES' states.
+    // sm_80+: the chunked paths, which keep GDN_FLAG_BLOCK_STATES' states.
     if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA | GDN_FEATURE_BLOCK_STATES;
     if (prop.major >= 7) f |= GDN_FEATURE_FP16_MMA;
     // wgmma where the library holds sm_90a code for it (the fused BF16 path's
@@ -317,11 +317,10 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
         return fail(GDN_ERROR_INTERNAL, "the CUDA backend has no path {}", int(path.path));
     // The fused C = 64 path needs no scratch, but gdn_workspace_size() sees no
     // tensors: its bound is the C = 32 path's, which serves the tensors the
-    // fused one does not take (dispatch.cpp), so one workspace fits both. With
-    // GDN_FLAG_BLOCK_STATES that path is the FP32 one (its carry included).
-    const ScanMode mode =
-        shape.block_states() ? ScanMode::kFp32 : scan_mode_for(path.path, path.precision);
-    *bytes = carve_chunk_scratch(caps, shape, mode, policy::kCudaWindowTokens, nullptr).bytes;
+    // fused one does not take (dispatch.cpp), so one workspace fits both.
+    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
+                                 policy::kCudaWindowTokens, nullptr)
+                 .bytes;
     return GDN_SUCCESS;
 }
 
@@ -391,14 +390,6 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
         return GDN_SUCCESS;
     }
 
-    // Per-token states on a chunked path: GDN_FLAG_BLOCK_STATES' states,
-    // which the fused kernel and the FP32 and TF32X3 scans keep (dispatch
-    // takes the fused kernel or FP32 for them).
-    const ScanMode mode = scan_mode_for(path.path, path.precision);
-    if (shape.token_states() && path.chunk_size != policy::kCudaFusedChunk && use_scan_mma(mode))
-        return fail(GDN_ERROR_INTERNAL, "GDN_FLAG_BLOCK_STATES on a CUDA chunked path without them ({})",
-                    int(path.path));
-
     // The fused BF16 path (C = 64): chosen by the dispatch with the tensors.
     if (path.chunk_size == policy::kCudaFusedChunk) {
 #if defined(GDN_CUDA_FUSED64)
@@ -410,6 +401,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
 #endif
     }
 
+    const ScanMode mode = scan_mode_for(path.path, path.precision);
     const int32_t ncol =
         policy::cuda_scan_columns(shape.num_k_heads, shape.group, shape.head_dim_v,
                                   caps.multiprocessor_count, use_scan_mma(mode));

@@ -1315,11 +1315,12 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         }
         mark(4);
     }
-    if constexpr (TS) return;  // the own slot is only read; the last chunk kept its state
+    if constexpr (!TS) {  // (TS: the own slot is only read; the last chunk kept its state)
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+            for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+    }
 #else
     (void)a;
 #endif

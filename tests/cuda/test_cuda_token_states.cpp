@@ -386,42 +386,47 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: bloc
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
 }
 
-TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 across windows, the fused "
-          "BF16 kernel): kept states bit for bit with their prefixes' runs",
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on every CUDA chunked path (the FP32 and tensor-core scans "
+          "across windows, the fused BF16 kernel): kept states bit for bit with their prefixes' runs",
           "[cuda][token_states][block_states]") {
     const gdn_caps_t caps = cuda_caps();
     REQUIRE((caps.features & GDN_FEATURE_BLOCK_STATES) != 0);
-    const bool fused = caps.compute_major == 9 && (caps.features & GDN_FEATURE_WGMMA) != 0;
+    // The paths below are an H100/H200's (sm_90 with the library's sm_90a
+    // code); elsewhere each variant runs the chunked path its precision gets.
+    const bool hopper = caps.compute_major == 9 && (caps.features & GDN_FEATURE_WGMMA) != 0;
     struct Variant {
         const char* name;
         int32_t kv;
         gdn_state_layout_t layout;
         gdn_head_mapping_t mapping;
         gdn_dtype_t input, output;
-        gdn_precision_t precision;  // asked
+        gdn_precision_t precision;
         int64_t slot_pad;
         uint32_t flags;
-        bool fused;  // the fused BF16 kernel (C = 64) serves it; else the FP32 path (C = 32)
+        gdn_path_t path;  // on sm_90
+        int32_t chunk;
     };
     const Variant variants[] = {
-        {"K = V = 128, [K][V], grouped, bf16, FP32", 128, GDN_STATE_KV, GDN_HEADS_GROUPED, GDN_DTYPE_BF16,
-         GDN_DTYPE_F32, GDN_PRECISION_FP32, 0, GDN_FLAG_QK_L2NORM, false},
-        {"K = V = 64, [V][K], interleaved, f32, BF16 asked, padded slots", 64, GDN_STATE_VK,
-         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM, false},
-        {"fused: K = V = 128, [V][K], interleaved, bf16, BF16, padded slots, q/k L2 norm", 128, GDN_STATE_VK,
-         GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM, true},
-        {"fused: K = V = 128, [K][V], grouped, bf16 in and out, BF16", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
-         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_BF16, 0, 0u, true},
+        {"FP32 scan: K = V = 128, [K][V], grouped, bf16, q/k L2 norm", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
+         GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_FP32, 0, GDN_FLAG_QK_L2NORM, GDN_PATH_CHUNKED_FP32, 32},
+        {"TF32X3 scan: K = V = 64, [K][V], interleaved, bf16 in and out", 64, GDN_STATE_KV, GDN_HEADS_INTERLEAVED,
+         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_TF32X3, 0, 0u, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, BF16: K = V = 64, [V][K], interleaved, f32, padded slots, q/k L2 norm", 64,
+         GDN_STATE_VK, GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3,
+         GDN_FLAG_QK_L2NORM, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, FP16: K = V = 128, [V][K], grouped, f16 in and out", 128, GDN_STATE_VK,
+         GDN_HEADS_GROUPED, GDN_DTYPE_F16, GDN_DTYPE_F16, GDN_PRECISION_FP16, 0, 0u, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, BF16X3: K = V = 128, [K][V], interleaved, f32, padded slots", 128, GDN_STATE_KV,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16X3, 3, 0u, GDN_PATH_CHUNKED_TC,
+         32},
+        {"fused kernel: K = V = 128, [V][K], interleaved, bf16, padded slots, q/k L2 norm", 128, GDN_STATE_VK,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM,
+         GDN_PATH_CHUNKED_TC, 64},
+        {"fused kernel: K = V = 128, [K][V], grouped, bf16 in and out", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
+         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_BF16, 0, 0u, GDN_PATH_CHUNKED_TC, 64},
     };
     for (const Variant& var : variants) {
         INFO(var.name);
-        if (var.fused && !fused) {
-            WARN("skipped: the fused BF16 kernel needs sm_90 with the library's sm_90a code; this is "
-                 << caps.arch);
-            continue;
-        }
-        // The path of the plain call and the prefix runs: the flagged call's.
-        const gdn_precision_t run_precision = var.fused ? GDN_PRECISION_BF16 : GDN_PRECISION_FP32;
         // 5364 tokens: windows of 2048 (the workspace gdn_workspace_size
         // gives), crossed by sequences 0 (2100 tokens) and 2 (3000). Own
         // slots 0, padding, 1, 2 (named by its last token), 3, 4, 5 (empty,
@@ -479,10 +484,15 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 acros
         slots.upload(tsi.data(), slots.size());
         const BlockRun run = run_block_states(d, slots, caps);
         INFO(run.info.reason);
-        CHECK(run.info.path == (var.fused ? GDN_PATH_CHUNKED_TC : GDN_PATH_CHUNKED_FP32));
-        CHECK(run.info.chunk_size == (var.fused ? 64 : 32));
-        CHECK(run.info.precision == run_precision);
+        CHECK(run.info.path != GDN_PATH_SEQUENTIAL);
+        if (hopper) {
+            CHECK(run.info.path == var.path);
+            CHECK(run.info.chunk_size == var.chunk);
+            CHECK(run.info.precision == var.precision);
+        }
         CHECK(std::string(run.info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+        // The plain call and the prefix runs on the flagged call's path.
+        const gdn_precision_t run_precision = run.info.precision;
         const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
 
         // A rerun (the workspace NaN again) gives the same bytes.
@@ -491,9 +501,8 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 acros
         CHECK(same_bits(again.after, after, "state pool (rerun)") == "");
         CHECK(same_bits(again.out, out, "out (rerun)") == "");
 
-        // The plain call on the same path (chunked, FP32 or the fused BF16
-        // kernel): the same out bytes, and its final states where the last
-        // tokens keep them.
+        // The plain call on the same path: the same out bytes, and its final
+        // states where the last tokens keep them.
         gdn_problem_t plain = d.host.problem;
         plain.algorithm = GDN_ALGO_CHUNKED;
         plain.precision = run_precision;
@@ -501,6 +510,7 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 acros
         gdn_path_info_t plain_info;
         gdn_path_info_init(&plain_info);
         REQUIRE(gdn_select_path(&caps, &plain, &plain_t, &plain_info) == GDN_SUCCESS);
+        CHECK(plain_info.path == run.info.path);
         CHECK(plain_info.chunk_size == run.info.chunk_size);
         d.reset_state();
         d.fill_out_nan();
@@ -529,6 +539,7 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on the chunked paths (FP32 acros
             }
             single.reset_state();
             const gdn_path_info_t prefix = run_prefix(single, n.seq, n.pos + 1, caps, GDN_ALGO_CHUNKED, run_precision);
+            CHECK(prefix.path == run.info.path);
             CHECK(prefix.chunk_size == run.info.chunk_size);
             ++prefix_runs;
             const std::vector<unsigned char> want = single.state.bytes();
