@@ -986,3 +986,83 @@ TEST_CASE("status strings are pinned and the last error is thread-local", "[vali
     REQUIRE(gdn_probe(GDN_BACKEND_CPU, 0, &c) == GDN_SUCCESS);
     CHECK(std::string(gdn_last_error()).empty());
 }
+
+TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole", "[validation][dispatch]") {
+    // The reason is copied into a 192-byte field and cut there without a
+    // mark: a cut one would drop its last clause silently. Every backend the
+    // policy knows (caps made by hand, as above), every precision, algorithm
+    // and state flag, over shapes that reach each rule.
+    Fixture f;
+    std::vector<gdn_caps_t> cards = {f.caps};
+    const uint64_t sm80 = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA |
+                          GDN_FEATURE_FP16_MMA;
+    gdn_caps_t c = cuda_card(f.caps, "sm_75", 7, 5, 40, 65536, 65536);
+    c.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_FP16_MMA;
+    cards.push_back(c);
+    c = cuda_card(f.caps, "sm_86", 8, 6, 84, 101376, 102400);
+    c.features = sm80;
+    cards.push_back(c);
+    c = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
+    c.features = sm80;
+    cards.push_back(c);
+    c = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
+    c.features = sm80;  // a library without sm_90a code
+    cards.push_back(c);
+    c.features = sm80 | GDN_FEATURE_WGMMA;
+    cards.push_back(c);
+    c = f.caps;
+    c.backend = GDN_BACKEND_HIP;
+    c.multiprocessor_count = 40;
+    std::snprintf(c.arch, sizeof c.arch, "gfx1151");
+    c.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA;
+    cards.push_back(c);
+    std::snprintf(c.arch, sizeof c.arch, "gfx1030");
+    c.features = GDN_FEATURE_TOKEN_STATES;
+    cards.push_back(c);
+
+    struct Shape {
+        int32_t seqs;
+        int64_t tokens;
+        int32_t hk, hv, k, v;
+    };
+    const Shape shapes[] = {
+        {1, 1, 16, 48, 128, 128},     {1, 15, 2, 4, 64, 64},          {1, 300, 16, 48, 128, 128},
+        {1, 32768, 16, 48, 128, 128}, {8, 8 * 4096, 32, 64, 128, 128}, {300, 300 * 2, 16, 48, 128, 128},
+        {4, 4000, 2, 6, 96, 128},     {2, 4096, 64, 128, 128, 128},   {2, 2000000000, 16, 48, 128, 128},
+    };
+    const uint32_t flag_sets[] = {0u, GDN_FLAG_TOKEN_STATES, GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES,
+                                  GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM};
+    size_t longest = 0, answered = 0;
+    std::string longest_reason;
+    for (const gdn_caps_t& card : cards)
+        for (const Shape& sh : shapes)
+            for (gdn_dtype_t input : {GDN_DTYPE_F32, GDN_DTYPE_BF16})
+                for (int precision = 0; precision <= int(GDN_PRECISION_BF16X3); ++precision)
+                    for (int algorithm = 0; algorithm <= int(GDN_ALGO_CHUNKED); ++algorithm)
+                        for (uint32_t flags : flag_sets) {
+                            gdn_problem_t p = f.problem;
+                            p.num_seqs = sh.seqs;
+                            p.num_tokens = sh.tokens;
+                            p.max_seqlen = 0;
+                            p.num_k_heads = sh.hk;
+                            p.num_v_heads = sh.hv;
+                            p.head_dim_k = sh.k;
+                            p.head_dim_v = sh.v;
+                            p.num_state_slots = sh.seqs;
+                            p.input_dtype = input;
+                            p.gate_dtype = GDN_DTYPE_F32;
+                            p.precision = gdn_precision_t(precision);
+                            p.algorithm = gdn_algorithm_t(algorithm);
+                            p.flags = flags;
+                            gdn_path_info_t info;
+                            gdn_path_info_init(&info);
+                            if (gdn_select_path(&card, &p, nullptr, &info) != GDN_SUCCESS) continue;
+                            ++answered;
+                            const size_t n = std::strlen(info.reason);
+                            if (n > longest) longest = n, longest_reason = info.reason;
+                        }
+    INFO("the longest of " << answered << " reasons (" << longest << " bytes): " << longest_reason);
+    CHECK(answered > 1000);
+    // Cut, it would fill the field: sizeof - 1 bytes.
+    CHECK(longest < sizeof(gdn_path_info_t::reason) - 1);
+}

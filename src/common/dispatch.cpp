@@ -268,18 +268,21 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         default: break;  // a value gdn.h does not name (rejected by validation)
     }
     // A precision served by a more accurate one says so (CUDA: BF16X3 by
-    // TF32X3; the CPU: FP16 and BF16 by FP32 under auto).
+    // TF32X3, whose scan needs less shared memory; the CPU: FP16 and BF16 by
+    // FP32 under auto, faster than the C = 16 emulation). The clauses are
+    // short: the whole reason fits gdn_path_info_t.reason (191 characters,
+    // the longest case in tests/test_validation.cpp).
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
-        served = "; TF32X3 serves BF16X3, whose scan needs more shared memory than this device allows";
+        served = "; TF32X3 serves BF16X3 (whose scan does not fit)";
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
-        served = "; FP32 serves FP16/BF16 (on the CPU faster than the C = 16 emulation)";
+        served = "; FP32 serves FP16/BF16 (faster on the CPU)";
     if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)
         not_eligible = fmt::format("its chunk length ({}) does not divide GDN_FLAG_BLOCK_STATES' "
                                    "block ({})",
                                    c.chunk_size, GDN_STATE_BLOCK);
     if (not_eligible.empty() && s.block_states())
-        served += "; GDN_FLAG_BLOCK_STATES' states from the chunk ends";
+        served += "; GDN_FLAG_BLOCK_STATES from the chunk ends";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",
@@ -309,7 +312,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         if (per_sequence) c.sequential_below = min_tokens;
         set_reason(&c, fmt::format("auto: chunked (C = {}), the longest sequence ({} tokens) >= {}{}{}",
                                    c.chunk_size, s.max_seqlen, min_tokens,
-                                   per_sequence ? " (shorter sequences: sequential)" : "", served));
+                                   per_sequence ? "; shorter ones sequential" : "", served));
         *out = c;
     }
     return GDN_SUCCESS;
