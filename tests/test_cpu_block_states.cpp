@@ -283,7 +283,7 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(info.path == cp.path);
         CHECK(info.chunk_size == cp.chunk);
         CHECK(info.precision == cp.precision);
-        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES' states from the chunk ends") !=
+        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES from the chunk ends") !=
               std::string::npos);
     }
     prob.input_dtype = p.problem.input_dtype;
