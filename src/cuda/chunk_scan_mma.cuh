@@ -745,6 +745,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // The next chunk, from the end of cur's sequence kept in a register
         // (no load of cu_seqlens on the chunk step's path).
         const Chunk nxt = scan::next_chunk<SLICED>(p, cur, cur_end, win, int32_t(gridDim.z));
+        if constexpr (TS) {  // the slot indices read after this chunk and the next (v94)
+            prefetch_l1(p.token_state_indices + cur.cs + cur.L() - 1);
+            if (nxt.n >= 0) prefetch_l2(p.token_state_indices + nxt.cs + nxt.L() - 1);
+        }
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo

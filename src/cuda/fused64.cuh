@@ -1169,6 +1169,13 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         const unsigned char* so = ostage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
+        if constexpr (TS) {
+            // The slot index read after this chunk's update, into L1 now, and the next
+            // chunk's into L2: read cold there, its DRAM latency would stand on the chain's
+            // path every chunk (v94).
+            prefetch_l1(a.token_states + cs + L - 1);
+            if (j + 1 < nch) prefetch_l2(a.token_states + (eos - cs - C < C ? eos - 1 : cs + 2 * C - 1));
+        }
         const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kK);
         const float4* F = reinterpret_cast<const float4*>(so + kOF);
         float x[16][4] = {};
