@@ -397,12 +397,6 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
             prefetch(nxt);
             prep_async(nxt, b ^ 1);
         }
-        if (token_states) {
-            // The slot indices read after this chunk and the next (cold, their DRAM latency
-            // would stand on the chain's path at each block end, v94).
-            prefetch_l1(p.token_state_indices + cur.cs + cur.L() - 1);
-            if (nxt.n >= 0) prefetch_l2(p.token_state_indices + nxt.cs + nxt.L() - 1);
-        }
         const float* kq = kqT + b * K * kLdKQ;
         const float* vb = v_s + b * 32 * NCOL;
         const float* pb = prep + b * kPrep;
