@@ -36,7 +36,7 @@ The FP64 reference is the exact chunked (WY) form of the recurrence in float64
 token-by-token FP64 loop (printed). Each error row names the T it was measured
 at (all shapes by default; --err-max-tokens lowers that).
 
-usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.5.1 [--quick | --shapes 48:32768,...]
+usage: python3 scripts/bench_fla.py --lib build-cuda/libgdn.so.0.5.2 [--quick | --shapes 48:32768,...]
        python3 scripts/bench_fla.py --abi        (the ctypes layouts, no GPU, no torch)
        python3 scripts/bench_fla.py --selftest   (the FP64 references on the CPU, no GPU)
 """

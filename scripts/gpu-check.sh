@@ -7,7 +7,8 @@
 # .whl/. Logs go to $OUT (default ./gpu-logs); a summary table is printed last.
 #
 #   scripts/gpu-check.sh [tests] [sanitize] [sanitize-all] [resources] [bench] [fla] [fla-quick]
-#   (no argument: all of them)
+#                        [block-states]
+#   (no argument: all of them but block-states)
 #
 # Expected times on one H200: tests ~3-4 min; bench (gdn_bench_cuda all: prompt, decode,
 # host, tc tables) well under 1 min; fla (scripts/bench_fla.py: the issue-7 matrix, H_v 48
@@ -103,6 +104,27 @@ for part in $parts; do
         else
             echo "fla: no wheels in .whl/, skipped" >> "$SUMMARY"
         fi ;;
+    block-states)
+        # GDN_FLAG_BLOCK_STATES on every chunked path (perf-notes v92-v93): the "[token_states]"
+        # cases, memcheck on "[block_states]", then gdn-bench (bf16 in and out) without and
+        # with --block-states, alternating, two rounds: FP32, BF16 (the fused kernel), BF16 on
+        # the register-state scan (q/k/v rows padded by 4: no TMA), FP16.
+        step "block states: tests" 240 "$OUT/block_states.log" "$TESTS" "[token_states]"
+        step "block states: memcheck" 400 "$OUT/block_states.log" \
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$TESTS" "[block_states]"
+        for round in 1 2; do
+            for shape in "--precision fp32 --T 8192,32768" "--precision bf16 --T 8192,32768" \
+                         "--precision fp32 --T 4096 --seqs 8 --varlen" "--precision bf16 --T 4096 --seqs 8 --varlen" \
+                         "--precision bf16 --in-row-pad 4 --T 8192" "--precision fp16 --T 8192"; do
+                for flag in "" --block-states; do
+                    # (shape is a list of arguments: split on purpose)
+                    # shellcheck disable=SC2086
+                    step "block states: bench $round" 120 "$OUT/block_states_bench.log" \
+                        "$B/bench/gdn-bench" --backend cuda --dtype bf16 --out-dtype bf16 --algos auto \
+                        --reps 10 --check-heads 2 $shape $flag
+                done
+            done
+        done ;;
     *) echo "unknown part $part" >> "$SUMMARY" ;;
     esac
 done
@@ -112,6 +134,8 @@ echo "---------------- logs"
 for f in tests bench; do
     [ -f "$OUT/$f.log" ] && { echo "## $f (tail)"; tail -n 60 "$OUT/$f.log"; }
 done
+# block states: each call's command and its table rows.
+[ -f "$OUT/block_states_bench.log" ] && { echo "## block states bench"; grep -E "^=== |^prompt|^state:" "$OUT/block_states_bench.log" | cut -c1-240; }
 # fla: its tables whole (from the matrix on), the start-up lines and any traceback included.
 [ -f "$OUT/fla.log" ] && { echo "## fla"; grep -v "^  \[" "$OUT/fla.log" | grep -v "^$" | tail -n 150; }
 [ -f "$OUT/sanitize.log" ] && { echo "## sanitizer summaries"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|===" "$OUT/sanitize.log" | tail -n 20; }

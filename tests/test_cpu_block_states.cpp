@@ -247,8 +247,8 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         CHECK(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("GDN_FEATURE_BLOCK_STATES") != std::string::npos);
     }
-    // HIP's gfx11 path keeps them (tests/hip has its runs); the CUDA
-    // backend's chunked paths do not, whatever caps made by hand say.
+    // HIP's gfx11 path keeps them (tests/hip has its runs), and CUDA's
+    // chunked paths on sm_80+ (tests/cuda): each precision as without them.
     gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_GFX11_WMMA |
                    GDN_FEATURE_FP16_MMA;
     gpu.backend = GDN_BACKEND_HIP;
@@ -260,9 +260,33 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
     CHECK(info.path == GDN_PATH_CHUNKED_LOWP_C16);
     CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
     gpu.backend = GDN_BACKEND_CUDA;
-    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY;
-    REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
+    gpu.features = GDN_FEATURE_TOKEN_STATES | GDN_FEATURE_BLOCK_STATES | GDN_FEATURE_ASYNC_COPY |
+                   GDN_FEATURE_FP16_MMA | GDN_FEATURE_TF32_MMA | GDN_FEATURE_WGMMA;
+    const struct {
+        gdn_precision_t precision;
+        gdn_dtype_t input;
+        gdn_path_t path;
+        int32_t chunk;
+    } cuda_paths[] = {
+        {GDN_PRECISION_FP32, GDN_DTYPE_F32, GDN_PATH_CHUNKED_FP32, 32},
+        {GDN_PRECISION_TF32X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+        {GDN_PRECISION_FP16, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+        {GDN_PRECISION_BF16, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},   // the register-state scan
+        {GDN_PRECISION_BF16, GDN_DTYPE_BF16, GDN_PATH_CHUNKED_TC, 64},  // the fused kernel
+        {GDN_PRECISION_BF16X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+    };
+    for (const auto& cp : cuda_paths) {
+        prob.precision = cp.precision;
+        prob.input_dtype = cp.input;
+        REQUIRE(gdn_select_path(&gpu, &prob, nullptr, &info) == GDN_SUCCESS);
+        INFO("precision " << int(cp.precision) << ", input " << int(cp.input) << ": " << info.reason);
+        CHECK(info.path == cp.path);
+        CHECK(info.chunk_size == cp.chunk);
+        CHECK(info.precision == cp.precision);
+        CHECK(std::string(info.reason).find("GDN_FLAG_BLOCK_STATES from the chunk ends") !=
+              std::string::npos);
+    }
+    prob.input_dtype = p.problem.input_dtype;
     prob.precision = GDN_PRECISION_FP32;
     prob.head_dim_k = p.problem.head_dim_k;
     prob.head_dim_v = p.problem.head_dim_v;

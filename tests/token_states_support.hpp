@@ -44,11 +44,10 @@ inline const unsigned char* slot_at(const Problem& p, int32_t slot) {
     return p.state.data() + size_t(slot) * size_t(p.slot_stride) * 4;
 }
 
-// Every slot outside `written`, and the gap after every slot's data, holds
-// `before`'s bytes.
+// Every slot of the pool `after` outside `written`, and the gap after every
+// slot's data, holds `before`'s bytes (pools as bytes, laid out as p's).
 inline void check_untouched(const Problem& p, const std::vector<unsigned char>& before,
-                            const std::vector<char>& written) {
-    const std::vector<unsigned char> after = p.state.snapshot();
+                            const std::vector<unsigned char>& after, const std::vector<char>& written) {
     for (int32_t slot = 0; slot < p.slots; ++slot) {
         const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
         const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
@@ -59,6 +58,11 @@ inline void check_untouched(const Problem& p, const std::vector<unsigned char>& 
         else if (data_end < to)
             CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
     }
+}
+// The same for p's own pool.
+inline void check_untouched(const Problem& p, const std::vector<unsigned char>& before,
+                            const std::vector<char>& written) {
+    check_untouched(p, before, p.state.snapshot(), written);
 }
 
 }  // namespace gdn_test

@@ -57,7 +57,7 @@ extern "C" {
 
 #define GDN_VERSION_MAJOR 0
 #define GDN_VERSION_MINOR 5
-#define GDN_VERSION_PATCH 1
+#define GDN_VERSION_PATCH 2
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -228,7 +228,8 @@ typedef enum gdn_path_t {
                                                 backend of this library; since 0.4) */
 #define GDN_FEATURE_BLOCK_STATES (1ull << 7) /* the backend's chunked paths keep the states that
                                                 GDN_FLAG_BLOCK_STATES names (the CPU's since 0.5,
-                                                HIP's on gfx11 since 0.5.1).
+                                                HIP's on gfx11 since 0.5.1, CUDA's on sm_80+
+                                                since 0.5.2).
                                                 Every backend with GDN_FEATURE_TOKEN_STATES runs the
                                                 flag, on its sequential path where this bit is
                                                 clear */

@@ -10,8 +10,8 @@
 //   - GDN_FLAG_BLOCK_STATES (with it): the states at block ends, which a
 //     chunked path has at its chunk ends. The choice is made as without
 //     token states where the backend's chunked paths keep them (caps with
-//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path); elsewhere as
-//     with GDN_FLAG_TOKEN_STATES alone.
+//     GDN_FEATURE_BLOCK_STATES: the CPU's, HIP's gfx11 path, CUDA's chunked
+//     paths on sm_80+); elsewhere as with GDN_FLAG_TOKEN_STATES alone.
 // The precision is what the caller allows: a more accurate path is always
 // allowed, so FP32 paths serve every precision request.
 #include "dispatch.hpp"
@@ -228,10 +228,9 @@ int64_t chunked_min_tokens(const gdn_caps_t& caps, const Shape& s) {
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* t,
                          PathChoice* out) {
     PathChoice c;
-    // The chunked paths that keep them (the CUDA backend's do not, and never
-    // sets the bit; caps made by hand with it there are not taken at their word).
-    const bool chunk_states =
-        (caps.features & GDN_FEATURE_BLOCK_STATES) != 0 && caps.backend != GDN_BACKEND_CUDA;
+    // The chunked paths that keep them (the CPU's, HIP's on gfx11, CUDA's on
+    // sm_80+: their probes set the bit).
+    const bool chunk_states = (caps.features & GDN_FEATURE_BLOCK_STATES) != 0;
     if (s.token_states() && !(s.block_states() && chunk_states)) {
         // The state after every token: the sequential kernel has it, the
         // chunked ones only at chunk ends, and keep it there only on the
@@ -241,8 +240,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                         s.block_states()
                             ? "problem.algorithm = chunked, but this backend's chunked paths do not "
                               "keep GDN_FLAG_BLOCK_STATES' states (caps.features lacks "
-                              "GDN_FEATURE_BLOCK_STATES; the CPU's and HIP's gfx11 paths do): its "
-                              "sequential path runs the flag"
+                              "GDN_FEATURE_BLOCK_STATES): its sequential path runs the flag"
                             : "problem.algorithm = chunked, but GDN_FLAG_TOKEN_STATES writes the state "
                               "after every token, which only the sequential path does (with "
                               "GDN_FLAG_BLOCK_STATES, the states at block ends only, the chunked "

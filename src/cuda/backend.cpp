@@ -132,6 +132,7 @@ struct ChunkLayout {
     int64_t window;  // chunk starts per window
     ChunkScratch scratch[2];
     int halves;      // 2: windows alternate between two scratch halves
+    float* carry[2]; // GDN_FLAG_TOKEN_STATES over windows: ChunkScratch::carry_in/out, by window
     size_t bytes;
 };
 
@@ -180,6 +181,13 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
     }
     if (halves == 1) l.scratch[1] = l.scratch[0];
     l.halves = halves;
+    // A sequence that crosses windows carries its state through the
+    // workspace when its own slot is only read (two arrays: window i writes
+    // carry[i % 2] and reads the other; lanes of one scan may write one
+    // while others read the other).
+    const bool carry = s.token_states() && tokens > l.window;
+    for (float*& a : l.carry)
+        a = carry ? c.take<float>(size_t(s.num_v_heads) * s.head_dim_k * s.head_dim_v) : nullptr;
     l.bytes = c.bytes();
     return l;
 }
@@ -284,7 +292,8 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     caps->shared_mem_per_block_optin = prop.sharedMemPerBlockOptin;
     caps->shared_mem_per_multiprocessor = prop.sharedMemPerMultiprocessor;
     uint64_t f = GDN_FEATURE_TOKEN_STATES;  // the sequential kernel (recurrent_kernel)
-    if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA;
+    // sm_80+: the chunked paths, which keep GDN_FLAG_BLOCK_STATES' states.
+    if (prop.major >= 8) f |= GDN_FEATURE_ASYNC_COPY | GDN_FEATURE_TF32_MMA | GDN_FEATURE_BLOCK_STATES;
     if (prop.major >= 7) f |= GDN_FEATURE_FP16_MMA;
     // wgmma where the library holds sm_90a code for it (the fused BF16 path's
     // kernel and the register-state scan's wgmma form: src/cuda/CMakeLists.txt).
@@ -423,7 +432,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // scratch halves wherever windows overlap, which a batch of more than
     // one window's tokens has.
     const bool overlap = overlap_windows(caps);
-    const int64_t slice = policy::cuda_scan_slice_for(
+    // (Not with GDN_FLAG_TOKEN_STATES: every sequence of a time-sliced window
+    // but the first would carry its state through the workspace.)
+    const int64_t slice = shape.token_states() ? 0 : policy::cuda_scan_slice_for(
         l.window, !overlap || l.halves == 2, shape.num_seqs, shape.max_seqlen, shape.num_tokens,
         shape.num_k_heads, shape.group, shape.head_dim_v, ncol, caps.multiprocessor_count,
         use_scan_mma(mode));
@@ -466,7 +477,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     };
     if (gdn_status_t st = prep(0, pdl)) return st;
     for (int64_t a = 0; a < span; a += step) {
-        const ChunkScratch& w = l.scratch[(a / step) % 2];
+        ChunkScratch w = l.scratch[(a / step) % 2];
+        w.carry_out = l.carry[(a / step) % 2];
+        w.carry_in = l.carry[(a / step + 1) % 2];
         const Window win = window_at(a);
         if (cudaError_t e = launch_chunk_scan(p, w, win, ncol, stages, lanes, mode, a == 0, stream,
                                               overlap))

@@ -234,6 +234,7 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     static_assert(NCOL % 16 == 0 && K % 32 == 0, "tile shapes");
     static_assert(NW == (CG / 4) * 2 * 2, "warps = column blocks x row blocks x K halves");
     static_assert(MODE == ScanMode::kFp32 || MODE == ScanMode::kTf32x3, "FP32 or TF32X3");
+    static_assert(GDN_STATE_BLOCK % kChunk == 0, "block ends are chunk ends");
     constexpr bool kTc = MODE != ScanMode::kFp32;
     constexpr int SLD = NCOL + (kTc ? policy::kCudaScanStatePadTc : 0);  // S_s row stride
     // D and D2 row stride: the update's B-fragment loads (rows t of an
@@ -332,39 +333,47 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
     auto prep_async = [&](const Chunk& c, int buf) {
         copy_prep_async(p, w, kh, gi0, nheads, c, prep + buf * kPrep, tid, NT);
     };
-    // The state moves between S_s and the pool slot cooperatively (coalesced
-    // for [K][V] slots), once per sequence and window. Column c of the block
-    // is value column (gc0 + c) % V of the group's value head (gc0 + c) / V.
-    auto load_state = [&](const Chunk& c) {
-        // A sequence's first chunk may start from zero; later windows read
-        // back what the previous one wrote.
-        const bool zero = seq_from_zero(p, c.n) && c.cs == seq_begin(p, c.n);
-        const int32_t slot = seq_slot(p, c.n);
+    // The state moves between S_s and a slot's heads (head h's K·V floats at
+    // base + h·K·V: a pool slot, or the workspace's carry) cooperatively
+    // (coalesced for [K][V] slots), once per sequence and window. Column c of
+    // the block is value column (gc0 + c) % V of the group's value head
+    // (gc0 + c) / V.
+    const bool token_states = p.token_state_indices != nullptr;
+    auto slot_base = [&](int32_t slot) { return p.state + int64_t(slot) * p.slot_stride; };
+    auto load_from = [&](const float* base, bool zero) {
         for (int e = tid; e < K * NCOL; e += NT) {
             const int r = e / NCOL, col = e % NCOL;
             const int32_t gc = gc0 + col;
-            const float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
+            const float* st = base + int64_t(value_head_of(p, kh, gc / p.V)) * p.K * p.V;
             S_s[r * SLD + col] = zero ? 0.0f : st[state_offset(p, r, gc % p.V)];
         }
     };
-    auto store_state = [&](int32_t n) {
-        const int32_t slot = seq_slot(p, n);
+    auto store_to = [&](float* base) {
         for (int e = tid; e < K * NCOL; e += NT) {
             const int r = e / NCOL, col = e % NCOL;
             const int32_t gc = gc0 + col;
-            float* st = head_state(p, slot, value_head_of(p, kh, gc / p.V));
+            float* st = base + int64_t(value_head_of(p, kh, gc / p.V)) * p.K * p.V;
             st[state_offset(p, r, gc % p.V)] = S_s[r * SLD + col];
         }
+    };
+    auto load_state = [&](const Chunk& c) {
+        // A sequence's first chunk may start from zero; later windows read
+        // back what the previous one wrote: to the slot, or with
+        // GDN_FLAG_TOKEN_STATES (own slots only read) to the carry.
+        const bool first = c.cs == seq_begin(p, c.n);
+        load_from(token_states && !first ? w.carry_in : slot_base(seq_slot(p, c.n)),
+                  seq_from_zero(p, c.n) && first);
     };
 
     // Sequences without tokens that start from zero still get a zero state
     // (the sequential path writes one too); window 0 takes care of them.
-    if (zero_empty_sequences && p.start_from_zero && blockIdx.z == 0) {
+    // With GDN_FLAG_TOKEN_STATES they have no token to name a slot: nothing.
+    if (zero_empty_sequences && p.start_from_zero && !token_states && blockIdx.z == 0) {
         for (int e = tid; e < K * SLD; e += NT) S_s[e] = 0.0f;
         __syncthreads();
         for (int32_t n = 0; n < p.num_seqs; ++n)
             if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
-                store_state(n);
+                store_to(slot_base(seq_slot(p, n)));
         __syncthreads();
     }
 
@@ -621,9 +630,24 @@ __global__ void __launch_bounds__(8 * NCOL, 1)
                     make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
         }
 
+        // GDN_FLAG_BLOCK_STATES (with GDN_FLAG_TOKEN_STATES): after a chunk
+        // that ends a block of the sequence (C divides GDN_STATE_BLOCK) or
+        // the sequence, the state to the slot its last token names (-1:
+        // none; the other entries are not read).
+        if (token_states) {
+            const int64_t end = cur.cs + L;
+            if ((end - seq_begin(p, cur.n)) % GDN_STATE_BLOCK == 0 || end == seq_end(p, cur.n)) {
+                const int32_t ts = p.token_state_indices[end - 1];
+                if (ts >= 0) {
+                    __syncthreads();
+                    store_to(slot_base(ts));
+                }
+            }
+        }
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window
             __syncthreads();
-            store_state(cur.n);
+            if (!token_states) store_to(slot_base(seq_slot(p, cur.n)));
+            else if (cur.cs + L < seq_end(p, cur.n)) store_to(w.carry_out);  // on in the next window
             if (nxt.n >= 0) {
                 __syncthreads();
                 load_state(nxt);

@@ -247,7 +247,12 @@ struct Stage {
     static_assert((SPLIT ? 2 : 1) * kWQKLo + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
 };
 
-template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES, bool SLICED>
+// TS: GDN_FLAG_BLOCK_STATES (p.token_state_indices): after a chunk that ends a
+// 64-token block of its sequence or the sequence, the state to the slot its
+// last token names; the own slot only read, so the sequence that crosses into
+// the next window carries its state through the workspace (w.carry_out, then
+// that window's w.carry_in). Its own instances, never time-sliced.
+template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES, bool SLICED, bool TS = false>
 __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     chunk_scan_mma_kernel(const Params p, const ChunkScratch w, int64_t win_begin, int64_t win_end,
                           int64_t win_slice, int zero_empty_sequences) {
@@ -260,6 +265,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     constexpr bool WG = kWgmma<MODE>;
     static_assert(!WG || NCOL == 64, "wgmma: the compute warps are one warpgroup of 64 columns");
     static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
+    static_assert(!(TS && SLICED), "no time-sliced windows with token states");
+    static_assert(GDN_STATE_BLOCK % kChunk == 0, "block ends are chunk ends");
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
@@ -610,29 +617,36 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     auto state_at = [&](int j, int e) {
         return uint32_t(st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8);
     };
-    auto load_state = [&](const Chunk& c) {
-        // A sequence's first chunk may start from zero; later windows read
-        // back what the previous one wrote.
-        const bool zero = seq_from_zero(p, c.n) && c.cs == seq_begin(p, c.n);
-        const float* st = head_state(p, seq_slot(p, c.n), h);
+    // A head's state at `heads` (a pool slot, or TS: the workspace's carry).
+    auto load_from = [&](const float* heads, bool zero) {
+        const float* st = heads + int64_t(h) * p.K * p.V;
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 S[j][e] = zero ? 0.0f : st[state_at(j, e)];
     };
-    auto store_state = [&](int32_t n, bool zero) {
-        float* st = head_state(p, seq_slot(p, n), h);
+    auto store_to = [&](float* heads, bool zero) {
+        float* st = heads + int64_t(h) * p.K * p.V;
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 st[state_at(j, e)] = zero ? 0.0f : S[j][e];
     };
+    auto slot_heads = [&](int32_t slot) { return p.state + int64_t(slot) * p.slot_stride; };
+    auto load_state = [&](const Chunk& c) {
+        // A sequence's first chunk may start from zero; later windows read
+        // back what the previous one wrote: to the slot, or (TS) the carry.
+        const bool first = c.cs == seq_begin(p, c.n);
+        load_from(TS && !first ? w.carry_in : slot_heads(seq_slot(p, c.n)), seq_from_zero(p, c.n) && first);
+    };
+    auto store_state = [&](int32_t n, bool zero) { store_to(slot_heads(seq_slot(p, n)), zero); };
 
     // Sequences without tokens that start from zero still get a zero state
     // (the sequential path writes one too); window 0 takes care of them.
-    if (zero_empty_sequences && p.start_from_zero && blockIdx.z == 0)
+    // (TS: they have no token to name a slot, and write nothing.)
+    if (!TS && zero_empty_sequences && p.start_from_zero && blockIdx.z == 0)
         for (int32_t n = 0; n < p.num_seqs; ++n)
             if (seq_end(p, n) == seq_begin(p, n) && seq_slot(p, n) >= 0 && seq_from_zero(p, n))
                 store_state(n, true);
@@ -731,6 +745,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // The next chunk, from the end of cur's sequence kept in a register
         // (no load of cu_seqlens on the chunk step's path).
         const Chunk nxt = scan::next_chunk<SLICED>(p, cur, cur_end, win, int32_t(gridDim.z));
+        if constexpr (TS) {  // the slot indices read after this chunk and the next (v94)
+            prefetch_l1(p.token_state_indices + cur.cs + cur.L() - 1);
+            if (nxt.n >= 0) prefetch_l2(p.token_state_indices + nxt.cs + nxt.L() - 1);
+        }
         const unsigned char* sb = stage(si);
         const uint16_t* kq = reinterpret_cast<const uint16_t*>(sb + St::kKQ);
         const uint16_t* kql = reinterpret_cast<const uint16_t*>(sb + St::kKQLo);  // X3, kq_lo
@@ -1046,8 +1064,20 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #endif
         }
 
+        if constexpr (TS) {
+            // A chunk that ends a block of its sequence or the sequence: the
+            // state after it to the slot its last token names (-1: none).
+            const int64_t end = cur.cs + L;
+            if (end == cur_end || (end - seq_begin(p, cur.n)) % GDN_STATE_BLOCK == 0) {
+                const int32_t ts = p.token_state_indices[end - 1];
+                if (ts >= 0) store_to(slot_heads(ts), false);
+            }
+        }
         if (nxt.n != cur.n) {  // the sequence's last chunk in this window
-            store_state(cur.n, false);
+            if constexpr (!TS)
+                store_state(cur.n, false);
+            else if (cur.cs + L < cur_end)  // on in the next window
+                store_to(w.carry_out, false);
             if (nxt.n >= 0) {
                 load_state(nxt);
                 cur_end = scan::seq_end_in<SLICED>(p, nxt.n, win);
@@ -1064,6 +1094,12 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, in
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
     const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3);
+    if (p.token_state_indices) {
+        if (win.slice) return cudaErrorInvalidValue;  // (the backend never slices them)
+        return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, false, true>, grid,
+                             dim3(2 * NCOL + 32), smem, stream, overlap, p, w, win.begin, win.end, 0,
+                             zero_empty ? 1 : 0);
+    }
     if (win.slice)
         return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, true>, grid,
                              dim3(2 * NCOL + 32), smem, stream, overlap, p, w, win.begin, win.end,
@@ -1108,7 +1144,11 @@ cudaError_t set_attributes_in(size_t smem_limit) {
                                  entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, true>, 64, 3),
                                  entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, true>, 64, 4),
                                  entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3, true>, 128, 3),
-                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4, true>, 128, 4)})
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4, true>, 128, 4),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, false, true>, 64, 3),
+                                 entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, false, true>, 64, 4),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 3, false, true>, 128, 3),
+                                 entry(&chunk_scan_mma_kernel<128, NCOL, IN_BYTES, MODE, 4, false, true>, 128, 4)})
         if (const cudaError_t e = scan::raise_smem_limit(kernel, bytes, smem_limit)) return e;
     return cudaSuccess;
 }

@@ -18,21 +18,24 @@ namespace {
 // from logits). The output norm is a kernel of its own after them
 // (fused64_norm_kernel).
 using Kernel = void (*)(fused64::Args);
-template <bool NORM, bool GX>
+template <bool NORM, bool GX, bool TS>
 constexpr Kernel kFor[3] = {
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F32, NORM, GX>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F32, NORM, GX, TS>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX, TS>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX, TS>,
 };
 // (NORM always with GX, the form measured on the H200, perf-notes v48; an
 // earlier form's NORM instance of the cp.async g/β path spilled inside A's
-// loop. make_args sets gate_xform with the norm.)
-const Kernel* const kKernels[3] = {kFor<false, false>, kFor<false, true>, kFor<true, true>};
+// loop. make_args sets gate_xform with the norm.) TS: GDN_FLAG_BLOCK_STATES.
+const Kernel* const kKernels[2][3] = {
+    {kFor<false, false, false>, kFor<false, true, false>, kFor<true, true, false>},
+    {kFor<false, false, true>, kFor<false, true, true>, kFor<true, true, true>},
+};
 static_assert(size_t(fused64::kRSmem) == policy::kCudaFusedSmemBytes,
               "the dispatch's figure of the fused kernel's shared memory");
 
-Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx) {
-    const Kernel* k = kKernels[norm ? 2 : int(gx)];
+Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts) {
+    const Kernel* k = kKernels[int(ts)][norm ? 2 : int(gx)];
     switch (out) {
         case GDN_DTYPE_F32: return k[0];
         case GDN_DTYPE_BF16: return k[1];
@@ -196,7 +199,8 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
     }
     fused64::Args a;
     if (const cudaError_t e = fused64::make_args(raw, &a)) return e;
-    const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0);
+    const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0,
+                                   a.token_states != nullptr);
     if (!kern) return cudaErrorInvalidValue;
     if (const cudaError_t e = fused64::launch_args(kern, a, stream, (p.flags & GDN_FLAG_PDL) != 0)) return e;
     const int64_t rows = p.num_tokens * p.Hv;
@@ -219,11 +223,12 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
 
 cudaError_t set_fused64_attributes(size_t smem_limit) {
     if (size_t(fused64::kRSmem) > smem_limit) return cudaSuccess;
-    for (const Kernel* ks : kKernels)
-        for (int i = 0; i < 3; ++i)
-            if (const cudaError_t e =
-                    cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, fused64::kRSmem))
-                return e;
+    for (const auto& sets : kKernels)
+        for (const Kernel* ks : sets)
+            for (int i = 0; i < 3; ++i)
+                if (const cudaError_t e =
+                        cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, fused64::kRSmem))
+                    return e;
     return cudaSuccess;
 }
 

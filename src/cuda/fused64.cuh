@@ -107,6 +107,11 @@ struct Args {
     int64_t equal_len;
     const int32_t* state_indices;
     const uint8_t* start_from_zero;
+    // GDN_FLAG_TOKEN_STATES with GDN_FLAG_BLOCK_STATES (null otherwise): per token, the slot
+    // that receives the state after it, read at each chunk's last token (every chunk of
+    // C = GDN_STATE_BLOCK ends a block or the sequence); the sequence's own slot is then
+    // only read.
+    const int32_t* token_states;
     int32_t N, Hk, Hv, G, grouped, state_kv;
     float scale;
     int32_t phases;  // PROF: clock64 marks in CTA 0
@@ -296,7 +301,10 @@ __device__ __forceinline__ float sumsq8(uint4 w, float acc) {
 // are those of the raw rows, the chain's code unchanged.
 // GX: g and β through the load warps' registers (Args.gate_xform; its own instances, so
 // that the others keep the measured code of the plain cp.async path).
-template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false>
+// TS: GDN_FLAG_BLOCK_STATES (Args.token_states): the state after each chunk to the slot its
+// last token names. Its own instances: with a run-time branch instead, ptxas spilled 16-60
+// bytes more in every instance of the plain call (perf-notes v93).
+template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool TS = false>
 __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__ Args a) {
 #if defined(GDN_HAVE_WGMMA)
     static_assert(OUT == GDN_DTYPE_F32 || OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "the output dtypes");
@@ -342,8 +350,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // the init's cluster barrier (the same slot, the same nch). (The chain reads the slot
     // again where it needs it; a loop of its own here for the zeros made ptxas spill in
     // every role.)
+    // With token states an empty sequence has no token to name a slot, and its own slot is
+    // only read: nothing at all.
     if ((a.state_indices ? a.state_indices[n] : n) < 0) return;
-    if (nch == 0 && !(a.start_from_zero && a.start_from_zero[n] != 0)) return;
+    if (nch == 0 && (TS || !(a.start_from_zero && a.start_from_zero[n] != 0))) return;
     const uint32_t rank = blockIdx.x & 1, peer = rank ^ 1;
     // Chunk j's input slot (k, q, v, g, β) and output slot (the prep's T diag(β), P, F).
     auto stage = [&](int j) { return sm + (j & 3) * kRIn; };
@@ -1159,6 +1169,13 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         const unsigned char* so = ostage(j);
         const int64_t cs = bos + int64_t(j) * C;
         const int L = int(eos - cs < C ? eos - cs : C);
+        if constexpr (TS) {
+            // The slot index read after this chunk's update, into L1 now, and the next
+            // chunk's into L2: read cold there, its DRAM latency would stand on the chain's
+            // path every chunk (v94).
+            prefetch_l1(a.token_states + cs + L - 1);
+            if (j + 1 < nch) prefetch_l2(a.token_states + (eos - cs - C < C ? eos - 1 : cs + 2 * C - 1));
+        }
         const uint32_t wq_s = smem_addr(st + kWQ), ka_s = smem_addr(st + kK);
         const float4* F = reinterpret_cast<const float4*>(so + kOF);
         float x[16][4] = {};
@@ -1284,12 +1301,33 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         }
         if (tid == 0) ev(5, j);
         store_out(y, cs, L);  // (from registers: after the release)
+        // GDN_FLAG_BLOCK_STATES: the chunk ends a block (C = GDN_STATE_BLOCK) or the
+        // sequence; its last token names the slot of the state after it (-1: none).
+        if constexpr (TS) {
+            static_assert(C == GDN_STATE_BLOCK, "every chunk end is a block end or the sequence's");
+            const int32_t ts = a.token_states[cs + L - 1];
+            if (ts >= 0) {
+                // (The thread's columns, the head and the layout from the thread's and the
+                // block's index and the parameters here, as store_out's g: held across the
+                // chunk they were spilled.)
+                const int tx = int(threadIdx.x), col = int(blockIdx.x & 1) * NC + 16 * (tx >> 5) + ((tx >> 2) & 7);
+                const int ks = a.state_kv ? 128 : 1, vs = a.state_kv ? 1 : 128;
+                float* const dst = a.state + int64_t(ts) * a.slot_stride + int64_t(blockIdx.x >> 1) * K * 128 +
+                                   (2 * (tx & 3)) * ks + col * vs;
+#pragma unroll
+                for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) dst[(8 * jj + (e & 1)) * ks + 8 * (e >> 1) * vs] = S[jj][e];
+            }
+        }
         mark(4);
     }
+    if constexpr (!TS) {  // (TS: the own slot is only read; the last chunk kept its state)
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+            for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+    }
 #else
     (void)a;
 #endif
@@ -1364,6 +1402,7 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->state = p.state, a->slot_stride = p.slot_stride;
     a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
     a->state_indices = p.state_indices, a->start_from_zero = p.start_from_zero;
+    a->token_states = p.token_state_indices;
     a->N = p.num_seqs, a->Hk = p.Hk, a->Hv = p.Hv, a->G = p.G;
     a->grouped = p.grouped, a->state_kv = p.state_kv;
     a->scale = p.scale;

@@ -65,6 +65,13 @@ struct ChunkScratch {
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
+    // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES: the FP32 and TF32X3
+    // scans) over more than one window: the state of the sequence that
+    // crosses into this window (carry_in) and out of it (carry_out), [Hv][K·V]
+    // in the pool's layout each, since a sequence's own slot is only read;
+    // the host alternates two such arrays by window (null otherwise).
+    const float* carry_in;
+    float* carry_out;
 };
 
 // The chunks one prep/scan/output-norm launch works on (backend.cpp's window

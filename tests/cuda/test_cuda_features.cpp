@@ -541,6 +541,8 @@ TEST_CASE("probe fills the caps from the device", "[cuda][probe]") {
     CHECK(caps.shared_mem_per_block_optin == prop.sharedMemPerBlockOptin);
     CHECK(caps.compute_major == prop.major);
     CHECK(((caps.features & GDN_FEATURE_ASYNC_COPY) != 0) == (prop.major >= 8));
+    CHECK((caps.features & GDN_FEATURE_TOKEN_STATES) != 0);
+    CHECK(((caps.features & GDN_FEATURE_BLOCK_STATES) != 0) == (prop.major >= 8));
     std::printf("probe: %s, %s, %d SMs, %zu bytes shared memory per block (opt-in)\n", caps.name,
                 caps.arch, caps.multiprocessor_count, caps.shared_mem_per_block_optin);
     gdn_caps_t none;

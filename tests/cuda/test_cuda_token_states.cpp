@@ -8,11 +8,13 @@
 // under VALIDATE.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "../token_states_support.hpp"
 #include "cuda_support.hpp"
 
 using namespace gdn_cuda_test;
@@ -68,9 +70,12 @@ const void* offset(const void* base, int64_t elements, gdn_dtype_t dt) {
     return base ? static_cast<const char*>(base) + elements * int64_t(dtype_bytes(dt)) : nullptr;
 }
 
-// Tokens [bos, bos + count) of sequence `seq` alone (forced sequential, a
-// plain call) from its own slot: the slot then holds the state after them.
-void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps) {
+// Tokens [bos, bos + count) of sequence `seq` alone (a plain call, forced
+// sequential or `algorithm` at `precision`) from its own slot: the slot then
+// holds the state after them. Returns the path the call took.
+gdn_path_info_t run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_caps_t& caps,
+                           gdn_algorithm_t algorithm = GDN_ALGO_SEQUENTIAL,
+                           gdn_precision_t precision = GDN_PRECISION_FP32) {
     const Problem& p = d.host;
     const Spec& s = p.spec;
     const int64_t bos = p.cu_seqlens[size_t(seq)];
@@ -78,7 +83,8 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     one.num_seqs = 1;
     one.num_tokens = count;
     one.max_seqlen = 0;
-    one.algorithm = GDN_ALGO_SEQUENTIAL;
+    one.algorithm = algorithm;
+    one.precision = precision;
     gdn_tensors_t t = d.tensors();
     t.q = offset(t.q, bos * p.q_l.token_stride, s.input);
     t.k = offset(t.k, bos * p.k_l.token_stride, s.input);
@@ -95,13 +101,16 @@ void run_prefix(const DeviceProblem& d, int32_t seq, int64_t count, const gdn_ca
     t.cu_seqlens = nullptr;
     t.state_indices += seq;
     t.start_from_zero += seq;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    REQUIRE(gdn_select_path(&caps, &one, &t, &info) == GDN_SUCCESS);
     DeviceWorkspace ws;
     REQUIRE(ws.size_for(caps, one) == GDN_SUCCESS);
     REQUIRE(gdn_chunked_recurrence(&caps, &one, &t, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    return info;
 }
 
-size_t slot_bytes(const Problem& p) { return size_t(p.spec.hv) * p.spec.k * p.spec.v * 4; }
 
 struct Flagged {
     gdn_problem_t problem;
@@ -115,6 +124,31 @@ Flagged flagged(const DeviceProblem& d, const DeviceBuffer& slots, uint32_t extr
     f.tensors = d.tensors();
     f.tensors.token_state_indices = slots.as<const int32_t>();
     return f;
+}
+
+// A GDN_FLAG_BLOCK_STATES call of `d` (its token slots already in `slots`),
+// out NaN-filled first and the workspace too: the path it took, the pool
+// before and after, out after; guards checked.
+struct BlockRun {
+    gdn_path_info_t info;
+    std::vector<unsigned char> before, after, out;
+};
+BlockRun run_block_states(DeviceProblem& d, const DeviceBuffer& slots, const gdn_caps_t& caps) {
+    BlockRun r;
+    d.fill_out_nan();
+    r.before = d.state.bytes();
+    Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
+    gdn_path_info_init(&r.info);
+    REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &r.info) == GDN_SUCCESS);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
+    ws.fill_nan();
+    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(d.guard_damage() == "");
+    r.after = d.state.bytes();
+    r.out = d.out.bytes();
+    return r;
 }
 
 }  // namespace
@@ -185,16 +219,7 @@ TEST_CASE("per-token states: each named slot holds the state after its token, bi
                           0);
                 }
         }
-        for (int32_t slot = 0; slot < p.slots; ++slot) {
-            const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-            const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-            const size_t data_end = from + slot_bytes(p);
-            INFO("slot " << slot);
-            if (!written[size_t(slot)])
-                CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-            else if (data_end < to)
-                CHECK(std::memcmp(after.data() + data_end, before.data() + data_end, to - data_end) == 0);
-        }
+        check_untouched(p, before, after, written);
 
         // The last token's slot of every live sequence against FP64.
         const Reference want = reference(p);
@@ -270,8 +295,8 @@ TEST_CASE("per-token states: a CUDA graph replay gives a direct call's bytes, VA
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
 }
 
-TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' states, the other entries "
-          "ignored, VALIDATE checks only those read",
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) from the sequential kernel: block ends' and last tokens' "
+          "states, the other entries ignored, VALIDATE checks only those read",
           "[cuda][token_states][block_states]") {
     const gdn_caps_t caps = cuda_caps();
     // Own slots 0, 1, 2, padding, 3 (sequence 1 from zero); the entries read:
@@ -279,12 +304,15 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
     // 1's 63 (its last) -> its own slot 1; sequence 2's only token -> 13; the
     // padding sequence's 63 -> 14 (not written); sequence 4's 63 -> 15, 127 ->
     // 16, 129 -> 17. Every other entry would be an error if it were read.
+    // The sequential kernel's, forced (auto takes the chunked path here: the
+    // case after this one).
     Spec s = step_spec(kLayouts[0]);
     s.seq_lens = {200, 64, 1, 130, 130};
     s.state_indices = {0, 1, 2, -1, 3};
     s.start_from_zero = {0, 1, 0, 0, 0};
     s.num_state_slots = 20;
     s.seed = 31;
+    s.algorithm = GDN_ALGO_SEQUENTIAL;
     Problem p(s);
     std::vector<int32_t> tsi(size_t(p.T));
     const int32_t junk[] = {9999, 3, 10, -7, 0, 20};
@@ -300,20 +328,9 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
     DeviceProblem d(p);
     DeviceBuffer slots(tsi.size() * 4);
     slots.upload(tsi.data(), slots.size());
-    d.fill_out_nan();
-    const std::vector<unsigned char> before = d.state.bytes();
-    Flagged f = flagged(d, slots, GDN_FLAG_BLOCK_STATES);
-    gdn_path_info_t info;
-    gdn_path_info_init(&info);
-    REQUIRE(gdn_select_path(&caps, &f.problem, &f.tensors, &info) == GDN_SUCCESS);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
-    DeviceWorkspace ws;
-    REQUIRE(ws.size_for(caps, f.problem) == GDN_SUCCESS);
-    ws.fill_nan();
-    REQUIRE(gdn_chunked_recurrence(&caps, &f.problem, &f.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
-    GDN_CUDA_CHECK(cudaDeviceSynchronize());
-    CHECK(d.guard_damage() == "");
-    const std::vector<unsigned char> after = d.state.bytes(), out = d.out.bytes();
+    const BlockRun run = run_block_states(d, slots, caps);
+    CHECK(run.info.path == GDN_PATH_SEQUENTIAL);
+    const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
 
     std::vector<char> written(size_t(p.slots), 0);
     Problem single_host(s);
@@ -341,15 +358,12 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
                 CHECK(std::memcmp(out.data() + at, want_out.data() + at, size_t(s.v) * dtype_bytes(s.output)) == 0);
             }
     }
-    for (int32_t slot = 0; slot < p.slots; ++slot) {
-        const size_t from = size_t(slot) * size_t(p.slot_stride) * 4;
-        const size_t to = std::min(after.size(), from + size_t(p.slot_stride) * 4);
-        INFO("slot " << slot);
-        if (!written[size_t(slot)]) CHECK(std::memcmp(after.data() + from, before.data() + from, to - from) == 0);
-    }
+    check_untouched(p, before, after, written);
 
     // GDN_FLAG_VALIDATE reads the same entries: the junk passes, with the same bytes ...
     Flagged v = flagged(d, slots, GDN_FLAG_BLOCK_STATES | GDN_FLAG_VALIDATE);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, v.problem) == GDN_SUCCESS);
     d.reset_state();
     d.fill_out_nan();
     REQUIRE(gdn_chunked_recurrence(&caps, &v.problem, &v.tensors, ws.data(), ws.size(), nullptr) == GDN_SUCCESS);
@@ -370,4 +384,171 @@ TEST_CASE("block states (GDN_FLAG_BLOCK_STATES): block ends' and last tokens' st
     GDN_CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(same_bits(d.state.bytes(), state0, "state pool") == "");
     CHECK(same_bits(d.out.bytes(), out0, "out") == "");
+}
+
+TEST_CASE("block states (GDN_FLAG_BLOCK_STATES) on every CUDA chunked path (the FP32 and tensor-core scans "
+          "across windows, the fused BF16 kernel): kept states bit for bit with their prefixes' runs",
+          "[cuda][token_states][block_states]") {
+    const gdn_caps_t caps = cuda_caps();
+    REQUIRE((caps.features & GDN_FEATURE_BLOCK_STATES) != 0);
+    // The paths below are an H100/H200's (sm_90 with the library's sm_90a
+    // code); elsewhere each variant runs the chunked path its precision gets.
+    const bool hopper = caps.compute_major == 9 && (caps.features & GDN_FEATURE_WGMMA) != 0;
+    struct Variant {
+        const char* name;
+        int32_t kv;
+        gdn_state_layout_t layout;
+        gdn_head_mapping_t mapping;
+        gdn_dtype_t input, output;
+        gdn_precision_t precision;
+        int64_t slot_pad;
+        uint32_t flags;
+        gdn_path_t path;  // on sm_90
+        int32_t chunk;
+    };
+    const Variant variants[] = {
+        {"FP32 scan: K = V = 128, [K][V], grouped, bf16, q/k L2 norm", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
+         GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_FP32, 0, GDN_FLAG_QK_L2NORM, GDN_PATH_CHUNKED_FP32, 32},
+        {"TF32X3 scan: K = V = 64, [K][V], interleaved, bf16 in and out", 64, GDN_STATE_KV, GDN_HEADS_INTERLEAVED,
+         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_TF32X3, 0, 0u, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, BF16: K = V = 64, [V][K], interleaved, f32, padded slots, q/k L2 norm", 64,
+         GDN_STATE_VK, GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3,
+         GDN_FLAG_QK_L2NORM, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, FP16: K = V = 128, [V][K], grouped, f16 in and out", 128, GDN_STATE_VK,
+         GDN_HEADS_GROUPED, GDN_DTYPE_F16, GDN_DTYPE_F16, GDN_PRECISION_FP16, 0, 0u, GDN_PATH_CHUNKED_TC, 32},
+        {"register-state scan, BF16X3: K = V = 128, [K][V], interleaved, f32, padded slots", 128, GDN_STATE_KV,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_F32, GDN_DTYPE_F32, GDN_PRECISION_BF16X3, 3, 0u, GDN_PATH_CHUNKED_TC,
+         32},
+        {"fused kernel: K = V = 128, [V][K], interleaved, bf16, padded slots, q/k L2 norm", 128, GDN_STATE_VK,
+         GDN_HEADS_INTERLEAVED, GDN_DTYPE_BF16, GDN_DTYPE_F32, GDN_PRECISION_BF16, 3, GDN_FLAG_QK_L2NORM,
+         GDN_PATH_CHUNKED_TC, 64},
+        {"fused kernel: K = V = 128, [K][V], grouped, bf16 in and out", 128, GDN_STATE_KV, GDN_HEADS_GROUPED,
+         GDN_DTYPE_BF16, GDN_DTYPE_BF16, GDN_PRECISION_BF16, 0, 0u, GDN_PATH_CHUNKED_TC, 64},
+    };
+    for (const Variant& var : variants) {
+        INFO(var.name);
+        // 5364 tokens: windows of 2048 (the workspace gdn_workspace_size
+        // gives), crossed by sequences 0 (2100 tokens) and 2 (3000). Own
+        // slots 0, padding, 1, 2 (named by its last token), 3, 4, 5 (empty,
+        // from zero: untouched), 6.
+        Spec s;
+        s.seq_lens = {2100, 70, 3000, 64, 129, 1, 0, 200};
+        s.state_indices = {0, -1, 1, 2, 3, 4, 5, 6};
+        s.start_from_zero = {0, 0, 1, 0, 1, 0, 1, 0};
+        s.hk = 2;
+        s.hv = 4;
+        s.k = s.v = var.kv;
+        s.layout = var.layout;
+        s.mapping = var.mapping;
+        s.input = var.input;
+        s.output = var.output;
+        s.precision = var.precision;
+        s.slot_pad = var.slot_pad;
+        s.flags = var.flags;
+        s.seed = 47;
+        // The entries read: kept at the first two block ends, near the
+        // window edges (token 2048 and 4096 of the batch), every ninth block
+        // end and the last token (sequence 4's: none); -1 at the others;
+        // the padding sequence names slots 7 and 8, which it must not
+        // write; every entry not read holds junk.
+        struct Named {
+            int32_t seq;
+            int64_t pos;
+            int32_t slot;
+        };
+        std::vector<Named> named;
+        int32_t next_slot = 9;
+        std::vector<int32_t> tsi;
+        const int32_t junk[] = {9999, 3, -7, 0, 100000};
+        for (int32_t n = 0, bos = 0; n < int32_t(s.seq_lens.size()); bos += s.seq_lens[size_t(n++)]) {
+            const int64_t len = s.seq_lens[size_t(n)];
+            for (int64_t i = 0; i < len; ++i) {
+                tsi.push_back(junk[(bos + i) % 5]);
+                if ((i + 1) % GDN_STATE_BLOCK != 0 && i != len - 1) continue;
+                const int64_t edge = (bos + i + 1) % 2048;
+                int32_t slot = -1;
+                if (n == 1) slot = i == 63 ? 7 : 8;
+                else if (n == 3 && i == len - 1) slot = 2;  // its own slot
+                else if (n == 4 && i == len - 1) slot = -1;
+                else if (i < 128 || i == len - 1 || edge < 160 || edge > 1920 || (i / 64) % 9 == 4)
+                    slot = next_slot++;
+                tsi.back() = slot;
+                if (slot >= 0 && n != 1) named.push_back({n, i, slot});
+            }
+        }
+        s.num_state_slots = next_slot;
+        Problem p(s);
+        REQUIRE(p.T == int64_t(tsi.size()));
+        DeviceProblem d(p);
+        DeviceBuffer slots(tsi.size() * 4);
+        slots.upload(tsi.data(), slots.size());
+        const BlockRun run = run_block_states(d, slots, caps);
+        INFO(run.info.reason);
+        CHECK(run.info.path != GDN_PATH_SEQUENTIAL);
+        if (hopper) {
+            CHECK(run.info.path == var.path);
+            CHECK(run.info.chunk_size == var.chunk);
+            CHECK(run.info.precision == var.precision);
+        }
+        CHECK(std::string(run.info.reason).find("GDN_FLAG_BLOCK_STATES") != std::string::npos);
+        // The plain call and the prefix runs on the flagged call's path.
+        const gdn_precision_t run_precision = run.info.precision;
+        const std::vector<unsigned char>&before = run.before, &after = run.after, &out = run.out;
+
+        // A rerun (the workspace NaN again) gives the same bytes.
+        d.reset_state();
+        const BlockRun again = run_block_states(d, slots, caps);
+        CHECK(same_bits(again.after, after, "state pool (rerun)") == "");
+        CHECK(same_bits(again.out, out, "out (rerun)") == "");
+
+        // The plain call on the same path: the same out bytes, and its final
+        // states where the last tokens keep them.
+        gdn_problem_t plain = d.host.problem;
+        plain.algorithm = GDN_ALGO_CHUNKED;
+        plain.precision = run_precision;
+        gdn_tensors_t plain_t = d.tensors();
+        gdn_path_info_t plain_info;
+        gdn_path_info_init(&plain_info);
+        REQUIRE(gdn_select_path(&caps, &plain, &plain_t, &plain_info) == GDN_SUCCESS);
+        CHECK(plain_info.path == run.info.path);
+        CHECK(plain_info.chunk_size == run.info.chunk_size);
+        d.reset_state();
+        d.fill_out_nan();
+        DeviceWorkspace plain_ws;
+        REQUIRE(plain_ws.size_for(caps, plain) == GDN_SUCCESS);
+        REQUIRE(gdn_chunked_recurrence(&caps, &plain, &plain_t, plain_ws.data(), plain_ws.size(), nullptr) ==
+                GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(same_bits(d.out.bytes(), out, "out (plain call)") == "");
+        const std::vector<unsigned char> plain_state = d.state.bytes();
+
+        std::vector<char> written(size_t(p.slots), 0);
+        Problem single_host(s);
+        DeviceProblem single(single_host);
+        int prefix_runs = 0;
+        for (const Named& n : named) {
+            written[size_t(n.slot)] = 1;
+            const int64_t len = s.seq_lens[size_t(n.seq)];
+            const int32_t own = s.state_indices[size_t(n.seq)];
+            INFO("sequence " << n.seq << ", token " << n.pos << " of " << len << " -> slot " << n.slot);
+            const unsigned char* got = after.data() + size_t(n.slot) * size_t(p.slot_stride) * 4;
+            if (n.pos == len - 1) {
+                CHECK(std::memcmp(got, plain_state.data() + size_t(own) * size_t(p.slot_stride) * 4,
+                                  slot_bytes(p)) == 0);
+                continue;
+            }
+            single.reset_state();
+            const gdn_path_info_t prefix = run_prefix(single, n.seq, n.pos + 1, caps, GDN_ALGO_CHUNKED, run_precision);
+            CHECK(prefix.path == run.info.path);
+            CHECK(prefix.chunk_size == run.info.chunk_size);
+            ++prefix_runs;
+            const std::vector<unsigned char> want = single.state.bytes();
+            CHECK(std::memcmp(got, want.data() + size_t(own) * size_t(p.slot_stride) * 4, slot_bytes(p)) == 0);
+        }
+        CHECK(prefix_runs >= 12);
+        // Nothing else in the pool changed: own slots (read, not written; 2
+        // is named), the padding sequence's 7 and 8, the empty sequence's 5,
+        // the gaps after every slot.
+        check_untouched(p, before, after, written);
+    }
 }
