@@ -185,51 +185,6 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const
     }
 }
 
-// GDN_FLAG_QK_L2NORM on the fused path (perf-notes v95): kf = 1 / sqrt(k·k + eps)
-// and qf (the same of q, without the scale) of every (token, key head), formed
-// here so that the fused kernel's prep does not form them (the prep sets a
-// long sequence's pace). They go where the fused kernel reads them without
-// scratch of its own: the first columns of the token's output row of every
-// value head of the key head (two floats, or their bits as four 16-bit
-// elements), which that kernel writes only after its prep has read them (out
-// overlaps no input, gdn.h). A warp a (token, key head): half-warp 0 the k
-// row, 1 the q row, 16 bytes a lane (the fused path's rows are 16-byte
-// aligned: its TMA's contract). Tokens of padding rows and of no sequence are
-// left alone, as the fused kernel leaves their rows. A programmatic dependent
-// of the caller's work under GDN_FLAG_PDL, and the fused kernel one of it.
-template <bool F32OUT>
-__global__ void __launch_bounds__(256) fused64_qk_factors_kernel(const Params p) {
-    allow_dependent_launch();
-    grid_dependency_wait();
-    const int lane = threadIdx.x & 31;
-    const int64_t item = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
-    if (item >= p.num_tokens * p.Hk) return;
-    const int64_t tok = item / p.Hk;
-    const int32_t kh = int32_t(item - tok * p.Hk);
-    const int32_t n = first_seq_ending_after(p, tok);
-    if (n >= p.num_seqs || tok < seq_begin(p, n) || seq_slot(p, n) < 0) return;  // (the warp's)
-    const bool is_q = lane >= 16;
-    const auto* row = static_cast<const __nv_bfloat16*>(is_q ? p.q : p.k) +
-                      (is_q ? tok * p.q_tok + kh * p.q_head : tok * p.k_tok + kh * p.k_head) + 8 * (lane & 15);
-    float ss = fused64::sumsq8(*reinterpret_cast<const uint4*>(row), 0.0f);
-#pragma unroll
-    for (int m = 8; m >= 1; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
-    const float f = 1.0f / sqrtf(ss + p.l2norm_eps);
-    const float kf = __shfl_sync(0xffffffffu, f, 0), qf = __shfl_sync(0xffffffffu, f, 16);
-    for (int gi = lane; gi < p.G; gi += 32) {
-        const int64_t oi = tok * p.o_tok + int64_t(value_head_of(p, kh, gi)) * p.o_head;
-        if constexpr (F32OUT) {
-            float* o = static_cast<float*>(p.out) + oi;
-            o[0] = kf, o[1] = qf;
-        } else {
-            unsigned short* o = static_cast<unsigned short*>(p.out) + oi;
-            const uint32_t kb = __float_as_uint(kf), qb = __float_as_uint(qf);
-            o[0] = static_cast<unsigned short>(kb), o[1] = static_cast<unsigned short>(kb >> 16);
-            o[2] = static_cast<unsigned short>(qb), o[3] = static_cast<unsigned short>(qb >> 16);
-        }
-    }
-}
-
 }  // namespace
 
 // With GDN_FLAG_OUTPUT_NORM: the plain kernel (the instance of the call
@@ -247,17 +202,7 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
     const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0,
                                    a.token_states != nullptr);
     if (!kern) return cudaErrorInvalidValue;
-    const bool pdl = (p.flags & GDN_FLAG_PDL) != 0;
-    const bool qk_norm = (raw.flags & GDN_FLAG_QK_L2NORM) != 0;
-    if (qk_norm && p.num_tokens > 0) {
-        // The factors first (the fused kernel then a programmatic dependent of their grid).
-        const int64_t items = p.num_tokens * p.Hk;
-        void (*const factors)(Params) = raw.out_dt == GDN_DTYPE_F32 ? fused64_qk_factors_kernel<true>
-                                                                     : fused64_qk_factors_kernel<false>;
-        if (const cudaError_t e = launch_kernel(factors, dim3(unsigned((items + 7) / 8)), dim3(256), 0, stream, pdl, raw))
-            return e;
-    }
-    if (const cudaError_t e = fused64::launch_args(kern, a, stream, pdl || qk_norm)) return e;
+    if (const cudaError_t e = fused64::launch_args(kern, a, stream, (p.flags & GDN_FLAG_PDL) != 0)) return e;
     const int64_t rows = p.num_tokens * p.Hv;
     if (!onorm || rows == 0) return cudaSuccess;
     // 16-byte accesses where every row of out and z starts 16-byte aligned.

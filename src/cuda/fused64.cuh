@@ -69,11 +69,6 @@
 #ifndef GDN_FUSED64_REG_PREP
 #define GDN_FUSED64_REG_PREP 136
 #endif
-// NORM's prep: 0 the split 16-bit merges and v43's A/P loop (every tile), 1 the plain
-// instances' TF32 merges (v54) and live-block loop (v52).
-#ifndef GDN_FUSED64_NORM_FAST
-#define GDN_FUSED64_NORM_FAST 1
-#endif
 
 namespace gdn::cuda::fused64 {
 // The probe's build (GDN_FUSED64_PROFILE) gets its own symbols: its kernels
@@ -84,7 +79,6 @@ inline namespace profiled {
 #endif
 
 constexpr ScanMode M = ScanMode::kBf16;
-constexpr bool kNormFast = GDN_FUSED64_NORM_FAST != 0;
 constexpr int C = 64, K = 128, NC = 64;
 
 struct Args {
@@ -132,8 +126,7 @@ constexpr int kK = kWQ, kKc = kWQkc;
 constexpr int kV = 2 * kWQkc;
 constexpr int kG = kV + 8192, kB = kG + 64 * 4;
 // NORM: the k and q factors, kf_t = 1 / sqrt(k_t·k_t + eps) at kN, qf_t (the same of q,
-// without the scale) at kN + 256: formed before the kernel by fused64_qk_factors_kernel
-// (fused64.cu) into the token's output row, copied here by the load warps.
+// without the scale) at kN + 256, formed by the prep from the slot's rows.
 constexpr int kN = kB + 64 * 4;
 constexpr int kRIn = (kN + 2 * 64 * 4 + 1023) / 1024 * 1024;
 static_assert(kRIn == 41 * 1024, "the norms fit the slot's tail");
@@ -301,11 +294,11 @@ __device__ __forceinline__ float sumsq8(uint4 w, float acc) {
 }
 
 // NORM: q and k L2-normalized in the kernel (GDN_FLAG_QK_L2NORM) as per-token factors
-// (perf-notes v48, v95): kf_t = 1 / sqrt(k_t·k_t + eps) and qf_t, formed before the kernel
-// (fused64_qk_factors_kernel, fused64.cu) and copied into the input slot by the load warps;
-// the prep folds them into A (β_t kf_t kf_i), P (scale qf_t), the output slot's
-// diag(kf) T diag(β) (so the chain's D is kf ⊙ D) and F (e^γ scale qf_t, e^γ kf_t): the
-// chain and every wgmma operand are those of the raw rows, the chain's code unchanged.
+// (perf-notes v48): the prep takes kf_t = 1 / sqrt(k_t·k_t + eps) from its k·kᵀ's diagonal
+// (warpgroup 0) and qf_t from the q rows (warpgroup 1, while its product runs), and folds
+// them into A (β_t kf_t kf_i), P (scale qf_t), the output slot's diag(kf) T diag(β) (so the
+// chain's D is kf ⊙ D) and F (e^γ scale qf_t, e^γ kf_t): the chain and every wgmma operand
+// are those of the raw rows, the chain's code unchanged.
 // GX: g and β through the load warps' registers (Args.gate_xform; its own instances, so
 // that the others keep the measured code of the plain cp.async path).
 // TS: GDN_FLAG_BLOCK_STATES (Args.token_states): the state after each chunk to the slot its
@@ -478,28 +471,6 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
             reinterpret_cast<float*>(st + kG)[t] = gv;
             reinterpret_cast<float*>(st + kB)[t] = bv;
-            if constexpr (NORM) {
-                // kf_t and qf_t from the first columns of this value head's output row
-                // (fused64_qk_factors_kernel: two floats, or their bits as four 16-bit
-                // elements), 1 past the end. Only the chunks this CTA prepares: a chain writes
-                // a chunk's rows after its prep, so these reads come before any write to them.
-                if ((j & 1) == int(rank)) {
-                    float kf = 1.0f, qf = 1.0f;
-                    if (ok) {
-                        const int64_t oi = (cs + t) * a.o_tok + int64_t(h) * a.o_head;
-                        if constexpr (OUT == GDN_DTYPE_F32) {
-                            const float* o = static_cast<const float*>(a.out) + oi;
-                            kf = o[0], qf = o[1];
-                        } else {
-                            const unsigned short* o = static_cast<const unsigned short*>(a.out) + oi;
-                            kf = __uint_as_float(uint32_t(o[0]) | uint32_t(o[1]) << 16);
-                            qf = __uint_as_float(uint32_t(o[2]) | uint32_t(o[3]) << 16);
-                        }
-                    }
-                    reinterpret_cast<float*>(st + kN)[t] = kf;
-                    reinterpret_cast<float*>(st + kN)[64 + t] = qf;
-                }
-            }
         }
         cp_async_commit();
     };
@@ -616,7 +587,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
         //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
         //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
-        constexpr bool kTfSolve = !NORM || kNormFast;
+        constexpr bool kTfSolve = !NORM;
         // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
             if constexpr (kTfSolve) {
@@ -781,12 +752,52 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // with the other outputs.
             float x[8][4] = {};
             float y0, y1;
-            product(x, st, wg == 1, [&] { scan_gamma(st, y0, y1); });
+            product(x, st, wg == 1, [&] {
+                scan_gamma(st, y0, y1);
+                if constexpr (NORM) {
+                    if (wg == 1) {
+                        // qf of this warp's 16 q rows (P's rows), two lanes a row, while the
+                        // product runs; a_or_p reads them after a __syncwarp, store_f after
+                        // the barriers to come.
+                        const int r = 16 * wq + (lane >> 1), hh = lane & 1;
+                        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+                        for (int p = 0; p < 8; p += 2) {
+                            const unsigned char* qr = st + kWQ + 8 * 1024;
+                            s0 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p, kWQkc)), s0);
+                            s1 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p + 8, kWQkc)), s1);
+                        }
+                        float ss = s0 + s1;
+                        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+                        if (hh == 0) Nw[64 + r] = 1.0f / sqrtf(ss + a.l2eps);
+                    }
+                }
+            });
             uint32_t pk[2][8];  // P's (BAL: Pᵀ's) 16-bit pairs (warpgroup 1) until the output slot is free
             if constexpr (NORM) {
-                // A's columns' γ_i − ln kf_i, so that e^{y_t − y_i} carries kf_i / kf_t; its rows
-                // make up the rest (a_or_p). γ itself comes back for F by a second scan.
-                if (wg == 0) y0 -= __logf(Nw[lane]), y1 -= __logf(Nw[lane + 32]);
+                if (wg == 0) {
+                    // kf from k·kᵀ's diagonal: (t, t) of row t = 16 wq + g (+ 8) sits in tile
+                    // 2 wq (+ 1), element g & 1 (+ 2), of the lane with tq = g / 2.
+                    float d0 = 0.0f, d1 = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt)
+                        if ((nt >> 1) == wq) {
+                            if ((nt & 1) == 0)
+                                d0 = (g & 1) ? x[nt][1] : x[nt][0];
+                            else
+                                d1 = (g & 1) ? x[nt][3] : x[nt][2];
+                        }
+                    if (tq == (g >> 1)) {
+                        Nw[16 * wq + g] = 1.0f / sqrtf(d0 + a.l2eps);
+                        Nw[16 * wq + 8 + g] = 1.0f / sqrtf(d1 + a.l2eps);
+                    }
+                    wg_bar(3);
+                    // A's columns' γ_i − ln kf_i, so that e^{y_t − y_i} carries kf_i / kf_t; its
+                    // rows make up the rest (a_or_p). γ itself comes back for F by a second scan.
+                    y0 -= __logf(Nw[lane]), y1 -= __logf(Nw[lane + 32]);
+                } else {
+                    __syncwarp();  // (this warp's qf)
+                }
             }
             mark(2);
             // A (warpgroup 0, strictly lower, f32) or P (1, lower, one 16-bit term) of rows
@@ -829,7 +840,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 // (25% with 16-bit g and β) and give the same bits. NORM keeps v43's loop (every
                 // tile, __expf with its guard): with v52's, ptxas spilled 92 bytes there (P's
                 // pairs across the solve) and the l2norm call at 32K lost 5% (run 177).
-                if constexpr (NORM && !kNormFast) {
+                if constexpr (NORM) {
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt) {
                         const int i = 8 * nt + 2 * tq;
@@ -934,8 +945,9 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 t_diag(Asp, Tf, kLDA, 16 * wq);
             } else {
                 // As many barriers as warpgroup 0 passes before the next bar_all (wg_bar(3)
-                // above), for racecheck (pair_bar).
+                // above; NORM: kf's too), for racecheck (pair_bar).
                 if constexpr (!BAL) pair_bar();
+                if constexpr (NORM) pair_bar();
             }
             mark(5);
             bar_all();  // T's diagonal blocks
@@ -1017,21 +1029,12 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                                 so + kOP + atom_at(16 * u + 8 * (mi >> 1) + r8, 16 * wq + 8 * (mi & 1), 0),
                                 pk[0][2 * u], pk[1][2 * u], pk[0][2 * u + 1], pk[1][2 * u + 1]);
                     } else {
-                        // NORM: the lane's row and column from a fresh read of %laneid, so that
-                        // ptxas computes the sixteen addresses here instead of holding them
-                        // from the prologue (spilled there, reloaded every chunk: perf-notes v56).
-                        int gs = g, tqs = tq;
-                        if constexpr (NORM) {
-                            uint32_t ln;
-                            asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(ln));
-                            gs = int(ln >> 2), tqs = int(ln & 3);
-                        }
 #pragma unroll
                         for (int hf2 = 0; hf2 < 2; ++hf2)
 #pragma unroll
                             for (int nt = 0; nt < 8; ++nt)
                                 *reinterpret_cast<uint32_t*>(
-                                    so + kOP + atom_at(16 * wq + gs + 8 * hf2, 8 * nt + 2 * tqs, 0)) = pk[hf2][nt];
+                                    so + kOP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) = pk[hf2][nt];
                     }
                 }
                 // T diag(β)'s blocks from T's f32 ones in As: the four diagonal ones, (1, 0)

@@ -211,9 +211,9 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: l2norm, f32 gates, bf16 out", s, 64});
     }
     {
-        Spec s;  // the L2 norm's factors (formed before the fused kernel, in the output rows
-                 // until the kernel writes them) with f16 out rows padded by 1 (2-byte aligned
-                 // rows), G = 2, a padding sequence whose rows must keep their NaN, varlen
+        Spec s;  // the L2 norm with f16 out rows padded by 1 (2-byte aligned rows: the
+                 // chain's 2-byte stores), G = 2, a padding sequence whose rows must keep
+                 // their NaN, an empty zero-start sequence, varlen
         s.seq_lens = {200, 64, 0, 131};
         s.hk = 2, s.hv = 4, s.k = s.v = 128;
         s.input = GDN_DTYPE_BF16;

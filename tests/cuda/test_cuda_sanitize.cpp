@@ -113,9 +113,8 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         specs.push_back(s);
     }
     {
-        Spec s;  // the fused path's input transforms: the q/k factors (formed by their
-                 // own kernel into the output rows, copied to kN in the input slot by the
-                 // load warps), bf16 g and β read, transformed and stored by the load
+        Spec s;  // the fused path's input transforms: the prep's q/k factors (kN in
+                 // the input slot), bf16 g and β read, transformed and stored by the load
                  // warps (in_loaded's extra arrivals); bf16 out: the chain's lane
                  // exchanges and 8-byte stores
         s.seq_lens = {130, 65};
