@@ -211,6 +211,24 @@ std::vector<Case> feature_cases() {
         cases.push_back({"fused BF16: l2norm, f32 gates, bf16 out", s, 64});
     }
     {
+        Spec s;  // the L2 norm with f16 out rows padded by 1 (2-byte aligned rows: the
+                 // chain's 2-byte stores), G = 2, a padding sequence whose rows must keep
+                 // their NaN, an empty zero-start sequence, varlen
+        s.seq_lens = {200, 64, 0, 131};
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = GDN_DTYPE_F16;
+        s.out_row_pad = 1;
+        s.flags = GDN_FLAG_QK_L2NORM;
+        s.unit_keys = false;
+        s.state_indices = {3, -1, 0, 1};
+        s.num_state_slots = 4;
+        s.start_from_zero = {0, 0, 1, 1};
+        s.nan_in_padding = true;
+        s.seed = 41;
+        cases.push_back({"fused BF16: l2norm, f16 out rows padded by 1, padding sequence", s, 64});
+    }
+    {
         Spec s;  // bf16 g and β as stored (no transform), [V][K], interleaved
         s.seq_lens = {130, 257};
         s.hk = 2, s.hv = 4, s.k = s.v = 128;
