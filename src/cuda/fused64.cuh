@@ -69,6 +69,11 @@
 #ifndef GDN_FUSED64_REG_PREP
 #define GDN_FUSED64_REG_PREP 136
 #endif
+// NORM's prep: 0 the split 16-bit merges and v43's A/P loop (every tile), 1 the plain
+// instances' TF32 merges (v54) and live-block loop (v52) (perf-notes v96).
+#ifndef GDN_FUSED64_NORM_FAST
+#define GDN_FUSED64_NORM_FAST 0
+#endif
 
 namespace gdn::cuda::fused64 {
 // The probe's build (GDN_FUSED64_PROFILE) gets its own symbols: its kernels
@@ -79,6 +84,7 @@ inline namespace profiled {
 #endif
 
 constexpr ScanMode M = ScanMode::kBf16;
+constexpr bool kNormFast = GDN_FUSED64_NORM_FAST != 0;
 constexpr int C = 64, K = 128, NC = 64;
 
 struct Args {
@@ -587,7 +593,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
         //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
         //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
-        constexpr bool kTfSolve = !NORM;
+        constexpr bool kTfSolve = !NORM || kNormFast;
         // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
             if constexpr (kTfSolve) {
@@ -752,27 +758,36 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // with the other outputs.
             float x[8][4] = {};
             float y0, y1;
-            product(x, st, wg == 1, [&] {
-                scan_gamma(st, y0, y1);
-                if constexpr (NORM) {
-                    if (wg == 1) {
-                        // qf of this warp's 16 q rows (P's rows), two lanes a row, while the
-                        // product runs; a_or_p reads them after a __syncwarp, store_f after
-                        // the barriers to come.
-                        const int r = 16 * wq + (lane >> 1), hh = lane & 1;
-                        float s0 = 0.0f, s1 = 0.0f;
+            if constexpr (NORM) {
+                // (qf first, before warpgroup 1's product: warpgroup 0's path, A and T's
+                // diagonal blocks, is the prep's longer one, and the product's accumulators are
+                // not live yet.)
+                if (wg == 1) {
+                    // qf of this warp's 16 q rows (P's rows) as the
+                    // diagonal of their 16 x 16 Gram block on mma.sync (perf-notes v96): 8
+                    // k-steps of ldmatrix from the atoms, whose A fragment is also both
+                    // 8-row tiles' B (a0/a2 rows 0-7, a1/a3 rows 8-15); a_or_p reads them
+                    // after a __syncwarp, store_f after the barriers to come.
+                    const unsigned char* qa = st + kWQ + 8 * 1024;
+                    const int r0 = 16 * wq, lr = r0 + (lane & 7) + 8 * ((lane >> 3) & 1);
+                    float d0[4] = {}, d1[4] = {};
 #pragma unroll
-                        for (int p = 0; p < 8; p += 2) {
-                            const unsigned char* qr = st + kWQ + 8 * 1024;
-                            s0 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p, kWQkc)), s0);
-                            s1 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p + 8, kWQkc)), s1);
-                        }
-                        float ss = s0 + s1;
-                        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-                        if (hh == 0) Nw[64 + r] = 1.0f / sqrtf(ss + a.l2eps);
+                    for (int s = 0; s < 8; ++s) {
+                        uint32_t af[4];
+                        mma::ldmatrix_x4<false>(af, qa + atom_at(lr, 16 * s + 8 * (lane >> 4), kWQkc));
+                        const uint32_t b0[2] = {af[0], af[2]}, b1[2] = {af[1], af[3]};
+                        mma::mma16<M>(d0, af, b0);
+                        mma::mma16<M>(d1, af, b1);
+                    }
+                    // (r0 + g, r0 + g) is tile 0's element g & 1, (r0 + 8 + g, r0 + 8 + g)
+                    // tile 1's 2 + (g & 1), in the lane with tq = g / 2.
+                    if (tq == (g >> 1)) {
+                        Nw[64 + r0 + g] = 1.0f / sqrtf(((g & 1) ? d0[1] : d0[0]) + a.l2eps);
+                        Nw[64 + r0 + 8 + g] = 1.0f / sqrtf(((g & 1) ? d1[3] : d1[2]) + a.l2eps);
                     }
                 }
-            });
+            }
+            product(x, st, wg == 1, [&] { scan_gamma(st, y0, y1); });
             uint32_t pk[2][8];  // P's (BAL: Pᵀ's) 16-bit pairs (warpgroup 1) until the output slot is free
             if constexpr (NORM) {
                 if (wg == 0) {
@@ -840,7 +855,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 // (25% with 16-bit g and β) and give the same bits. NORM keeps v43's loop (every
                 // tile, __expf with its guard): with v52's, ptxas spilled 92 bytes there (P's
                 // pairs across the solve) and the l2norm call at 32K lost 5% (run 177).
-                if constexpr (NORM) {
+                if constexpr (NORM && !kNormFast) {
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt) {
                         const int i = 8 * nt + 2 * tq;
@@ -1029,12 +1044,21 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                                 so + kOP + atom_at(16 * u + 8 * (mi >> 1) + r8, 16 * wq + 8 * (mi & 1), 0),
                                 pk[0][2 * u], pk[1][2 * u], pk[0][2 * u + 1], pk[1][2 * u + 1]);
                     } else {
+                        // NORM: the lane's row and column from a fresh read of %laneid, so that
+                        // ptxas computes the sixteen addresses here instead of holding them
+                        // from the prologue (spilled there, reloaded every chunk: perf-notes v56).
+                        int gs = g, tqs = tq;
+                        if constexpr (NORM) {
+                            uint32_t ln;
+                            asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(ln));
+                            gs = int(ln >> 2), tqs = int(ln & 3);
+                        }
 #pragma unroll
                         for (int hf2 = 0; hf2 < 2; ++hf2)
 #pragma unroll
                             for (int nt = 0; nt < 8; ++nt)
                                 *reinterpret_cast<uint32_t*>(
-                                    so + kOP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) = pk[hf2][nt];
+                                    so + kOP + atom_at(16 * wq + gs + 8 * hf2, 8 * nt + 2 * tqs, 0)) = pk[hf2][nt];
                     }
                 }
                 // T diag(β)'s blocks from T's f32 ones in As: the four diagonal ones, (1, 0)
