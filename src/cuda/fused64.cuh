@@ -586,13 +586,16 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // The solve's products, acc += x · B with x given as the C layout of two 8-token tiles
         // and B from 16 rows (of A or T, block (i, j); B[k][n] = rows[n ld + k]); b[n2][s][r]
         // is B's register r of 8-column tile n2 and operand part s. Two forms (perf-notes v54):
-        //  - TF32 (kTfSolve, the instances without NORM): one m16n8k8 product per k-step s and
+        //  - TF32 (kTfSolve: the instances without NORM, and NORM's with kNormFast): one
+        //    m16n8k8 product per k-step s and
         //    tile, operands rounded by cvt.rna. x's C layout holds columns 2 tq and 2 tq + 1 of
         //    each 8-column tile where TF32's A layout wants tq and tq + 4, so a k-step sums its
         //    eight k in the order (0, 2, 4, 6, 1, 3, 5, 7): a0/a2 and b0/b1 name the same k.
-        //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
-        //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
-        //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
+        //  - NORM without kNormFast: 16-bit values and remainders (s = 0 the values, 1 the
+        //    remainders) in the m16n8k16 "col" layout, three products (lo · hi, hi · lo,
+        //    hi · hi). With TF32 the NORM instances lost 6% at 32K (run 180) while their qf
+        //    loop ran in the q·kᵀ wgmma's wait; with qf on mma.sync before it, TF32 and v52's
+        //    loop gained 3-5% (run 271, perf-notes v96).
         constexpr bool kTfSolve = !NORM || kNormFast;
         // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
@@ -852,9 +855,9 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                 // blocks above the diagonal are never read, P's are zeros, as their packed
                 // pairs), the exponentials without the denormal guard (exp_ftz: unconditional,
                 // masked by a select; a decay below 2^-126 is 0). Those instances gained 1-8%
-                // (25% with 16-bit g and β) and give the same bits. NORM keeps v43's loop (every
-                // tile, __expf with its guard): with v52's, ptxas spilled 92 bytes there (P's
-                // pairs across the solve) and the l2norm call at 32K lost 5% (run 177).
+                // (25% with 16-bit g and β) and give the same bits. NORM without kNormFast keeps
+                // v43's loop (every tile, __expf with its guard): with v52's and qf in the wgmma's
+                // wait, ptxas spilled 92 bytes there and the l2norm call at 32K lost 5% (run 177).
                 if constexpr (NORM && !kNormFast) {
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt) {
