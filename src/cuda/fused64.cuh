@@ -10,8 +10,8 @@
 //  - warps 4-11 (two prep warpgroups, 136 registers) prepare every other
 //    chunk of the sequence (CTA r the chunks j = r mod 2), both warpgroups on
 //    one chunk: γ, k·kᵀ and q·kᵀ on wgmma, A and P, T = (I + A)^{-1} by
-//    16 -> 32 -> 64 blocks of its inverse (the merges on TF32 mma.sync; NORM:
-//    split 16-bit operands), T diag(β) and P as one 16-bit
+//    16 -> 32 -> 64 blocks of its inverse (the merges on TF32 mma.sync),
+//    T diag(β) and P as one 16-bit
 //    term each in atom columns; the output slot goes to the peer CTA by a
 //    bulk copy (thread 448, off the prep's path);
 //  - warps 12-13 (24 registers) copy chunk j's k, q, v rows (TMA, five boxes
@@ -281,21 +281,10 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
         static_cast<__half*>(base)[i] = __float2half_rn(x);
 }
 
-// The sum of squares of eight bf16 values (16 bytes), added to acc.
-__device__ __forceinline__ float sumsq8(uint4 w, float acc) {
-    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float lo = __uint_as_float(u[i] << 16), hi = __uint_as_float(u[i] & 0xffff0000u);
-        acc = fmaf(lo, lo, acc);
-        acc = fmaf(hi, hi, acc);
-    }
-    return acc;
-}
-
 // NORM: q and k L2-normalized in the kernel (GDN_FLAG_QK_L2NORM) as per-token factors
-// (perf-notes v48): the prep takes kf_t = 1 / sqrt(k_t·k_t + eps) from its k·kᵀ's diagonal
-// (warpgroup 0) and qf_t from the q rows (warpgroup 1, while its product runs), and folds
+// (perf-notes v48, v96): the prep takes kf_t = 1 / sqrt(k_t·k_t + eps) from its k·kᵀ's
+// diagonal (warpgroup 0) and qf_t from the diagonal of each warp's 16 x 16 block of q·qᵀ on
+// mma.sync (warpgroup 1, before its q·kᵀ product), and folds
 // them into A (β_t kf_t kf_i), P (scale qf_t), the output slot's diag(kf) T diag(β) (so the
 // chain's D is kf ⊙ D) and F (e^γ scale qf_t, e^γ kf_t): the chain and every wgmma operand
 // are those of the raw rows, the chain's code unchanged.
@@ -579,55 +568,32 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         };
         // The solve's products, acc += x · B with x given as the C layout of two 8-token tiles
         // and B from 16 rows (of A or T, block (i, j); B[k][n] = rows[n ld + k]); b[n2][s][r]
-        // is B's register r of 8-column tile n2 and operand part s. Two forms (perf-notes v54):
-        //  - TF32 (kTfSolve, the instances without NORM): one m16n8k8 product per k-step s and
-        //    tile, operands rounded by cvt.rna. x's C layout holds columns 2 tq and 2 tq + 1 of
-        //    each 8-column tile where TF32's A layout wants tq and tq + 4, so a k-step sums its
-        //    eight k in the order (0, 2, 4, 6, 1, 3, 5, 7): a0/a2 and b0/b1 name the same k.
-        //  - NORM: 16-bit values and remainders (s = 0 the values, 1 the remainders) in the
-        //    m16n8k16 "col" layout, three products (lo · hi, hi · lo, hi · hi). With TF32 the
-        //    NORM instances lost 6% at 32K (run 180), likely as their prep has no register to spare.
-        constexpr bool kTfSolve = !NORM;
-        // x's operands: TF32 in k-step order, or 16-bit values (a[0]) and remainders (a[1]).
+        // is B's register r of 8-column tile n2 and k-step s, on TF32 (perf-notes v54): one
+        // m16n8k8 product per k-step s and tile, operands rounded by cvt.rna. x's C layout holds
+        // columns 2 tq and 2 tq + 1 of each 8-column tile where TF32's A layout wants tq and
+        // tq + 4, so a k-step sums its eight k in the order (0, 2, 4, 6, 1, 3, 5, 7): a0/a2 and
+        // b0/b1 name the same k. (The NORM instances had 16-bit values and remainders here
+        // until their qf left the q·kᵀ wgmma's wait: with TF32 they lost 6% at 32K then, run
+        // 180, and gained with qf on mma.sync, run 271, perf-notes v96.)
+        // x's operands in k-step order.
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
-            if constexpr (kTfSolve) {
 #pragma unroll
-                for (int s = 0; s < 2; ++s) {
-                    a[s][0] = mma::to_tf32(x[s][0]), a[s][1] = mma::to_tf32(x[s][2]);
-                    a[s][2] = mma::to_tf32(x[s][1]), a[s][3] = mma::to_tf32(x[s][3]);
-                }
-            } else {
-                a[0][0] = mma::pack_split<M>(x[0][0], x[0][1], &a[1][0]);
-                a[0][1] = mma::pack_split<M>(x[0][2], x[0][3], &a[1][1]);
-                a[0][2] = mma::pack_split<M>(x[1][0], x[1][1], &a[1][2]);
-                a[0][3] = mma::pack_split<M>(x[1][2], x[1][3], &a[1][3]);
+            for (int s = 0; s < 2; ++s) {
+                a[s][0] = mma::to_tf32(x[s][0]), a[s][1] = mma::to_tf32(x[s][2]);
+                a[s][2] = mma::to_tf32(x[s][1]), a[s][3] = mma::to_tf32(x[s][3]);
             }
         };
         // acc (one m16n8 tile) += x · B from x's operands a (a_of) and one tile's b.
         auto mma_a = [&](float(&acc)[4], const uint32_t(&a)[2][4], const uint32_t(&b)[2][2]) {
-            if constexpr (kTfSolve) {
 #pragma unroll
-                for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
-            } else {
-                mma::mma16<M>(acc, a[1], b[0]);
-                mma::mma16<M>(acc, a[0], b[1]);
-                mma::mma16<M>(acc, a[0], b[0]);
-            }
+            for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
         };
         // One 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
         auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&b)[2][2]) {
-            if constexpr (kTfSolve) {
 #pragma unroll
-                for (int s = 0; s < 2; ++s) {
-                    const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
-                    b[s][0] = mma::to_tf32(sign * v.x), b[s][1] = mma::to_tf32(sign * v.y);
-                }
-            } else {
-                const float* r = rows + (8 * n2 + g) * ld + 2 * tq;
-                const float2 x0 = *reinterpret_cast<const float2*>(r);
-                const float2 x1 = *reinterpret_cast<const float2*>(r + 8);
-                b[0][0] = mma::pack_split<M>(sign * x0.x, sign * x0.y, &b[1][0]);
-                b[0][1] = mma::pack_split<M>(sign * x1.x, sign * x1.y, &b[1][1]);
+            for (int s = 0; s < 2; ++s) {
+                const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
+                b[s][0] = mma::to_tf32(sign * v.x), b[s][1] = mma::to_tf32(sign * v.y);
             }
         };
         auto mma_t1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&b)[2][2]) {
@@ -752,27 +718,36 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             // with the other outputs.
             float x[8][4] = {};
             float y0, y1;
-            product(x, st, wg == 1, [&] {
-                scan_gamma(st, y0, y1);
-                if constexpr (NORM) {
-                    if (wg == 1) {
-                        // qf of this warp's 16 q rows (P's rows), two lanes a row, while the
-                        // product runs; a_or_p reads them after a __syncwarp, store_f after
-                        // the barriers to come.
-                        const int r = 16 * wq + (lane >> 1), hh = lane & 1;
-                        float s0 = 0.0f, s1 = 0.0f;
+            if constexpr (NORM) {
+                // (qf first, before warpgroup 1's product: warpgroup 0's path, A and T's
+                // diagonal blocks, is the prep's longer one, and the product's accumulators are
+                // not live yet.)
+                if (wg == 1) {
+                    // qf of this warp's 16 q rows (P's rows) as the
+                    // diagonal of their 16 x 16 Gram block on mma.sync (perf-notes v96): 8
+                    // k-steps of ldmatrix from the atoms, whose A fragment is also both
+                    // 8-row tiles' B (a0/a2 rows 0-7, a1/a3 rows 8-15); a_or_p reads them
+                    // after a __syncwarp, store_f after the barriers to come.
+                    const unsigned char* qa = st + kWQ + 8 * 1024;
+                    const int r0 = 16 * wq, lr = r0 + (lane & 7) + 8 * ((lane >> 3) & 1);
+                    float d0[4] = {}, d1[4] = {};
 #pragma unroll
-                        for (int p = 0; p < 8; p += 2) {
-                            const unsigned char* qr = st + kWQ + 8 * 1024;
-                            s0 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p, kWQkc)), s0);
-                            s1 = sumsq8(*reinterpret_cast<const uint4*>(qr + atom_at(r, 64 * hh + 8 * p + 8, kWQkc)), s1);
-                        }
-                        float ss = s0 + s1;
-                        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-                        if (hh == 0) Nw[64 + r] = 1.0f / sqrtf(ss + a.l2eps);
+                    for (int s = 0; s < 8; ++s) {
+                        uint32_t af[4];
+                        mma::ldmatrix_x4<false>(af, qa + atom_at(lr, 16 * s + 8 * (lane >> 4), kWQkc));
+                        const uint32_t b0[2] = {af[0], af[2]}, b1[2] = {af[1], af[3]};
+                        mma::mma16<M>(d0, af, b0);
+                        mma::mma16<M>(d1, af, b1);
+                    }
+                    // (r0 + g, r0 + g) is tile 0's element g & 1, (r0 + 8 + g, r0 + 8 + g)
+                    // tile 1's 2 + (g & 1), in the lane with tq = g / 2.
+                    if (tq == (g >> 1)) {
+                        Nw[64 + r0 + g] = 1.0f / sqrtf(((g & 1) ? d0[1] : d0[0]) + a.l2eps);
+                        Nw[64 + r0 + 8 + g] = 1.0f / sqrtf(((g & 1) ? d1[3] : d1[2]) + a.l2eps);
                     }
                 }
-            });
+            }
+            product(x, st, wg == 1, [&] { scan_gamma(st, y0, y1); });
             uint32_t pk[2][8];  // P's (BAL: Pᵀ's) 16-bit pairs (warpgroup 1) until the output slot is free
             if constexpr (NORM) {
                 if (wg == 0) {
@@ -833,42 +808,27 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                         pk[hf][nt] = mma::pack2<M>(p0, p1);
                     }
                 };
-                // Without NORM (perf-notes v52): only the live 16-column blocks u <= wq (A's
-                // blocks above the diagonal are never read, P's are zeros, as their packed
-                // pairs), the exponentials without the denormal guard (exp_ftz: unconditional,
-                // masked by a select; a decay below 2^-126 is 0). Those instances gained 1-8%
-                // (25% with 16-bit g and β) and give the same bits. NORM keeps v43's loop (every
-                // tile, __expf with its guard): with v52's, ptxas spilled 92 bytes there (P's
-                // pairs across the solve) and the l2norm call at 32K lost 5% (run 177).
-                if constexpr (NORM) {
+                // Only the live 16-column blocks u <= wq (perf-notes v52; A's blocks above the
+                // diagonal are never read, P's are zeros, as their packed pairs), the
+                // exponentials without the denormal guard (exp_ftz: unconditional, masked by a
+                // select; a decay below 2^-126 is 0): 1-8% (25% with 16-bit g and β) over v43's
+                // loop of every tile, the same bits. (The NORM instances kept v43's loop until
+                // their qf left the q·kᵀ wgmma's wait, perf-notes v96.)
 #pragma unroll
-                    for (int nt = 0; nt < 8; ++nt) {
-                        const int i = 8 * nt + 2 * tq;
-                        const float gi0 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, i & 31);
-                        const float gi1 = __shfl_sync(0xffffffffu, nt < 4 ? y0 : y1, (i + 1) & 31);
+                for (int u = 0; u < 4; ++u) {
+                    if (u > wq) {
+                        if constexpr (!kIsA) pk[0][2 * u] = pk[1][2 * u] = pk[0][2 * u + 1] = pk[1][2 * u + 1] = 0u;
+                        continue;
+                    }
+#pragma unroll
+                    for (int n2 = 0; n2 < 2; ++n2) {
+                        const int nt = 2 * u + n2, i = 8 * nt + 2 * tq;
+                        const float gi0 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, i & 31);
+                        const float gi1 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, (i + 1) & 31);
 #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
                             const int t = 16 * wq + g + 8 * hf;
-                            put(nt, hf, t, i, __expf(gt[hf] - gi0), __expf(gt[hf] - gi1));
-                        }
-                    }
-                } else {
-#pragma unroll
-                    for (int u = 0; u < 4; ++u) {
-                        if (u > wq) {
-                            if constexpr (!kIsA) pk[0][2 * u] = pk[1][2 * u] = pk[0][2 * u + 1] = pk[1][2 * u + 1] = 0u;
-                            continue;
-                        }
-#pragma unroll
-                        for (int n2 = 0; n2 < 2; ++n2) {
-                            const int nt = 2 * u + n2, i = 8 * nt + 2 * tq;
-                            const float gi0 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, i & 31);
-                            const float gi1 = __shfl_sync(0xffffffffu, u < 2 ? y0 : y1, (i + 1) & 31);
-#pragma unroll
-                            for (int hf = 0; hf < 2; ++hf) {
-                                const int t = 16 * wq + g + 8 * hf;
-                                put(nt, hf, t, i, exp_ftz(gt[hf] - gi0), exp_ftz(gt[hf] - gi1));
-                            }
+                            put(nt, hf, t, i, exp_ftz(gt[hf] - gi0), exp_ftz(gt[hf] - gi1));
                         }
                     }
                 }
@@ -1029,12 +989,21 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                                 so + kOP + atom_at(16 * u + 8 * (mi >> 1) + r8, 16 * wq + 8 * (mi & 1), 0),
                                 pk[0][2 * u], pk[1][2 * u], pk[0][2 * u + 1], pk[1][2 * u + 1]);
                     } else {
+                        // NORM: the lane's row and column from a fresh read of %laneid, so that
+                        // ptxas computes the sixteen addresses here instead of holding them
+                        // from the prologue (spilled there, reloaded every chunk: perf-notes v56).
+                        int gs = g, tqs = tq;
+                        if constexpr (NORM) {
+                            uint32_t ln;
+                            asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(ln));
+                            gs = int(ln >> 2), tqs = int(ln & 3);
+                        }
 #pragma unroll
                         for (int hf2 = 0; hf2 < 2; ++hf2)
 #pragma unroll
                             for (int nt = 0; nt < 8; ++nt)
                                 *reinterpret_cast<uint32_t*>(
-                                    so + kOP + atom_at(16 * wq + g + 8 * hf2, 8 * nt + 2 * tq, 0)) = pk[hf2][nt];
+                                    so + kOP + atom_at(16 * wq + gs + 8 * hf2, 8 * nt + 2 * tqs, 0)) = pk[hf2][nt];
                     }
                 }
                 // T diag(β)'s blocks from T's f32 ones in As: the four diagonal ones, (1, 0)
