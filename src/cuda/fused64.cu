@@ -17,8 +17,9 @@ namespace {
 // .trace are 0: no spill in the prep's loop, fused64.cuh says why), one per
 // output dtype, without and with the q/k L2 norm (NORM), without and with g
 // and β through the load warps' registers (GX: 16-bit g/β, the raw gate, β
-// from logits). The output norm is a kernel of its own after them
-// (fused64_norm_kernel).
+// from logits), each for pairs and for clusters of four (QUAD, where the heads
+// leave SMs idle: perf-notes v98). The output norm is a kernel of its own
+// after them (fused64_norm_kernel).
 using Kernel = void (*)(fused64::Args);
 template <bool NORM, bool GX, bool TS, bool QUAD = false>
 constexpr Kernel kFor[3] = {

@@ -1,7 +1,8 @@
 // The fused BF16 recurrence (docs/perf-notes.md v40-v44): the whole chunked
 // form in ONE kernel with chunks of C = 64, no scratch in global memory. A
 // cluster of two CTAs per (sequence, value head), CTA r the value columns
-// 64 r.., 512 threads each:
+// 64 r.., 512 threads each (QUAD: four, two such pairs, every CTA preparing
+// every fourth chunk, perf-notes v98):
 //  - warps 0-3 (the state warpgroup, setmaxnreg 216) carry Sᵀ (64 columns x
 //    K = 128, FP32) in registers across the chunks: [S0ᵀkᵀ | Yqᵀ] = Sᵀ [k | q]ᵀ
 //    (wgmma m64n128k16), Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ (T on the chain,
