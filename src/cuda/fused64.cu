@@ -53,9 +53,9 @@ Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts, bool quad) {
 // Per device, how many clusters of four fused CTAs it runs at once
 // (cudaOccupancyMaxActiveClusters: the SMs of a GPC host whole clusters only),
 // set with the kernels' attributes; 0 until then, and on devices past the
-// table. A call takes clusters of four (Args.quad, perf-notes v98) where every
-// (sequence, value head) has one in a single wave: heads that would leave SMs
-// idle with pairs.
+// table. The dispatch takes clusters of four (PathChoice::cluster, Args.quad,
+// perf-notes v98) where every (sequence, value head) has one in a single wave:
+// heads that would leave SMs idle with pairs.
 constexpr int kQuadDevices = 64;
 std::atomic<int> g_quad_fit[kQuadDevices];
 
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const
 // With GDN_FLAG_OUTPUT_NORM: the plain kernel (the instance of the call
 // without the flag) writes the raw rows into out, then fused64_norm_kernel
 // normalises them (perf-notes v64).
-cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
+cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream) {
     const bool onorm = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     Params raw = p;
     if (onorm) {
@@ -214,12 +214,7 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
     }
     fused64::Args a;
     if (const cudaError_t e = fused64::make_args(raw, &a)) return e;
-    int dev = -1;
-    if (cudaGetDevice(&dev) != cudaSuccess) return cudaGetLastError();
-    a.quad = dev >= 0 && dev < kQuadDevices &&
-                     int64_t(p.num_seqs) * p.Hv <= int64_t(g_quad_fit[dev].load(std::memory_order_relaxed))
-                 ? 1
-                 : 0;
+    a.quad = quad ? 1 : 0;
     const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0,
                                    a.token_states != nullptr, a.quad != 0);
     if (!kern) return cudaErrorInvalidValue;
@@ -273,3 +268,9 @@ cudaError_t set_fused64_attributes(size_t smem_limit) {
 }
 
 }  // namespace gdn::cuda
+
+namespace gdn {
+int32_t cuda_fused_cluster4_fit(int32_t device) {
+    return device >= 0 && device < cuda::kQuadDevices ? cuda::g_quad_fit[device].load(std::memory_order_relaxed) : 0;
+}
+}  // namespace gdn

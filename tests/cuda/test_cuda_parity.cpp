@@ -534,13 +534,18 @@ TEST_CASE("fused BF16 path: clusters of four (few heads) and pairs give the same
         DeviceProblem d(p);
         DeviceWorkspace ws;
         REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
-        auto call = [&](const gdn_problem_t& q) {
+        // (quad: whether the dispatch must say it takes clusters of four; -1: either.)
+        auto call = [&](const gdn_problem_t& q, int quad) {
             const gdn_tensors_t t = d.tensors();
             gdn_path_info_t info;
             gdn_path_info_init(&info);
             REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
             INFO(info.reason);
             REQUIRE(info.chunk_size == 64);
+            const bool four = std::string(info.reason).find("clusters of four") != std::string::npos;
+            if (quad >= 0) REQUIRE(four == (quad == 1));
+            if (quad < 0) std::printf("fused clusters of four: %d sequences x %d heads: %s\n", q.num_seqs, s.hv,
+                                      four ? "clusters of four" : "pairs");
             d.reset_state();
             d.fill_out_nan();
             const gdn_status_t st = run(d, q, caps, ws);
@@ -549,7 +554,7 @@ TEST_CASE("fused BF16 path: clusters of four (few heads) and pairs give the same
             GDN_CUDA_CHECK(cudaDeviceSynchronize());
             d.download();
         };
-        call(p.problem);
+        call(p.problem, 0);  // 160 (sequence, head) pairs: more than one wave of clusters of four
         const std::vector<unsigned char> out_all = p.out.snapshot(), state_all = p.state.snapshot();
         const size_t row = size_t(s.hv) * s.v * (s.output == GDN_DTYPE_F32 ? 4 : 2);
         const size_t slot = size_t(p.slot_stride) * 4;
@@ -558,7 +563,7 @@ TEST_CASE("fused BF16 path: clusters of four (few heads) and pairs give the same
             q.num_seqs = k;
             q.num_tokens = p.cu_seqlens[size_t(k)];
             q.max_seqlen = 0;
-            call(q);
+            call(q, k <= 3 ? 1 : -1);  // (4 or 12 clusters of four always fit one wave)
             const size_t ob = size_t(q.num_tokens) * row, sb = size_t(k) * slot;
             INFO((transforms ? "l2norm, raw gate, beta logits, bf16 out" : "f32 out") << ", the first " << k
                                                                                       << " sequences alone");
