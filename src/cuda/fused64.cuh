@@ -674,7 +674,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //  - warpgroup 0 forms k·kᵀ, A and T's diagonal blocks while warpgroup 1 forms q·kᵀ
         //    and P;
         //  - T = (I + A)^{-1} by blocks, transposed (U = Tᵀ, the C layout rows c, columns t,
-        //    products on TF32 or split 16-bit operands, mma_t):
+        //    products on TF32, mma_t):
         //    level 2: U_ab = −U_aa A_baᵀ U_bb for (a, b) = (0, 1), (2, 3), four warps (one per
         //    8-column half); meanwhile warpgroup 1 starts Z = U_0 A_10ᵀ (the 32 x 32 halves);
         //    level 3: U_01 (32 x 32) = −Z U_1, eight warps of one m16n8 tile each;
