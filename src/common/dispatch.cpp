@@ -95,8 +95,10 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     // The C = 32 kernels load element by element: any stride and alignment
     // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
-    if (why.empty() && s.precision == GDN_PRECISION_BF16 && cuda_fused64_problem(caps, s, t).empty())
+    if (why.empty() && s.precision == GDN_PRECISION_BF16 && cuda_fused64_problem(caps, s, t).empty()) {
         c->chunk_size = policy::kCudaFusedChunk;
+        c->cluster = int64_t(s.num_seqs) * s.num_v_heads <= int64_t(cuda_fused_cluster4_fit(caps.device)) ? 4 : 2;
+    }
     // BF16X3's scan needs more shared memory than TF32X3's (K = 128: H100/H200
     // only); where it does not fit, the more accurate TF32X3 scan serves it.
     if (!why.empty() && s.precision == GDN_PRECISION_BF16X3) {
@@ -283,6 +285,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
                                    c.chunk_size, GDN_STATE_BLOCK);
     if (not_eligible.empty() && s.block_states())
         served += "; GDN_FLAG_BLOCK_STATES from the chunk ends";
+    if (not_eligible.empty() && c.cluster == 4) served += "; clusters of four CTAs";
     if (s.algorithm == GDN_ALGO_CHUNKED) {
         if (!not_eligible.empty())
             return fail(GDN_ERROR_NOT_SUPPORTED, "problem.algorithm = chunked, but {}",

@@ -285,6 +285,13 @@ constexpr int64_t kCpuChunkedMinTokensSmallHeads = 64;  // below
 // with tensors, q/k/v 16-byte aligned with strides of 16-byte multiples (TMA).
 std::string cuda_fused64_problem(const gdn_caps_t& caps, const Shape& s, const Tensors* t);
 
+// How many clusters of four fused CTAs CUDA device `device` runs at once, as its
+// one-time setup found (cudaOccupancyMaxActiveClusters; the SMs of a GPC host
+// whole clusters only): 0 before that setup, on a device without the fused path
+// and in a build without it. The fused path takes clusters of four where
+// num_seqs x Hv is at most this (PathChoice::cluster).
+int32_t cuda_fused_cluster4_fit(int32_t device);
+
 // `tensors` may be null (gdn_select_path without tensors): then the policy
 // assumes tensors every path accepts. On failure sets the last error.
 gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& shape, const Tensors* tensors,

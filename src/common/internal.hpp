@@ -93,6 +93,10 @@ struct PathChoice {
     // The CPU under auto: a sequence shorter than this takes the sequential
     // kernel inside a chunked call (its bits those of auto on it alone).
     int64_t sequential_below = 0;
+    // The CUDA fused BF16 path (chunk_size 64): its CTAs a (sequence, value head), a
+    // cluster of 2, or of 4 where every (sequence, head) gets one in a single wave
+    // (docs/perf-notes.md v98); 0 on the other paths.
+    int32_t cluster = 0;
     char reason[192] = {};
 };
 

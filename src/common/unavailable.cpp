@@ -1,5 +1,6 @@
 // Answers for backends that are not compiled into this build.
 #include "backend.hpp"
+#include "dispatch.hpp"
 #include "error.hpp"
 
 namespace gdn {
@@ -22,6 +23,7 @@ namespace gdn {
 
 #ifndef GDN_HAVE_CUDA
 GDN_UNAVAILABLE_BACKEND(cuda, "CUDA", "GDN_ENABLE_CUDA")
+int32_t cuda_fused_cluster4_fit(int32_t) { return 0; }  // (no fused path in this build)
 #endif
 #ifndef GDN_HAVE_HIP
 GDN_UNAVAILABLE_BACKEND(hip, "HIP", "GDN_ENABLE_HIP")

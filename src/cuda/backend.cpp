@@ -393,7 +393,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // The fused BF16 path (C = 64): chosen by the dispatch with the tensors.
     if (path.chunk_size == policy::kCudaFusedChunk) {
 #if defined(GDN_CUDA_FUSED64)
-        if (cudaError_t e = launch_fused64(p, stream))
+        if (cudaError_t e = launch_fused64(p, path.cluster == 4, stream))
             return device_error("launching the CUDA fused BF16 kernel", e);
         return GDN_SUCCESS;
 #else  // (the dispatch offers it only with GDN_FEATURE_WGMMA, which this build never sets)
@@ -494,3 +494,9 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
 }
 
 }  // namespace gdn::cuda
+
+#if !defined(GDN_CUDA_FUSED64)
+namespace gdn {
+int32_t cuda_fused_cluster4_fit(int32_t) { return 0; }  // (no fused path in this build)
+}  // namespace gdn
+#endif

@@ -3,6 +3,8 @@
 // that code generation where the build targets sm_90; for other
 // architectures the kernel's body is empty, and the dispatch never launches
 // it there.
+#include <atomic>
+
 #include "common/dispatch.hpp"
 #include "cuda/fused64.cuh"
 
@@ -15,27 +17,31 @@ namespace {
 // .trace are 0: no spill in the prep's loop, fused64.cuh says why), one per
 // output dtype, without and with the q/k L2 norm (NORM), without and with g
 // and β through the load warps' registers (GX: 16-bit g/β, the raw gate, β
-// from logits). The output norm is a kernel of its own after them
-// (fused64_norm_kernel).
+// from logits), each for pairs and for clusters of four (QUAD, where the heads
+// leave SMs idle: perf-notes v98). The output norm is a kernel of its own
+// after them (fused64_norm_kernel).
 using Kernel = void (*)(fused64::Args);
-template <bool NORM, bool GX, bool TS>
+template <bool NORM, bool GX, bool TS, bool QUAD = false>
 constexpr Kernel kFor[3] = {
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F32, NORM, GX, TS>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX, TS>,
-    fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX, TS>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F32, NORM, GX, TS, QUAD>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_BF16, NORM, GX, TS, QUAD>,
+    fused64::fused64_kernel<false, true, GDN_DTYPE_F16, NORM, GX, TS, QUAD>,
 };
 // (NORM always with GX, the form measured on the H200, perf-notes v48; an
 // earlier form's NORM instance of the cp.async g/β path spilled inside A's
 // loop. make_args sets gate_xform with the norm.) TS: GDN_FLAG_BLOCK_STATES.
-const Kernel* const kKernels[2][3] = {
-    {kFor<false, false, false>, kFor<false, true, false>, kFor<true, true, false>},
-    {kFor<false, false, true>, kFor<false, true, true>, kFor<true, true, true>},
+// [quad][TS][kind]: QUAD, clusters of four (Args.quad).
+const Kernel* const kKernels[2][2][3] = {
+    {{kFor<false, false, false>, kFor<false, true, false>, kFor<true, true, false>},
+     {kFor<false, false, true>, kFor<false, true, true>, kFor<true, true, true>}},
+    {{kFor<false, false, false, true>, kFor<false, true, false, true>, kFor<true, true, false, true>},
+     {kFor<false, false, true, true>, kFor<false, true, true, true>, kFor<true, true, true, true>}},
 };
 static_assert(size_t(fused64::kRSmem) == policy::kCudaFusedSmemBytes,
               "the dispatch's figure of the fused kernel's shared memory");
 
-Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts) {
-    const Kernel* k = kKernels[int(ts)][norm ? 2 : int(gx)];
+Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts, bool quad) {
+    const Kernel* k = kKernels[int(quad)][int(ts)][norm ? 2 : int(gx)];
     switch (out) {
         case GDN_DTYPE_F32: return k[0];
         case GDN_DTYPE_BF16: return k[1];
@@ -43,6 +49,15 @@ Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts) {
         default: return nullptr;
     }
 }
+
+// Per device, how many clusters of four fused CTAs it runs at once
+// (cudaOccupancyMaxActiveClusters: the SMs of a GPC host whole clusters only),
+// set with the kernels' attributes; 0 until then, and on devices past the
+// table. The dispatch takes clusters of four (PathChoice::cluster, Args.quad,
+// perf-notes v98) where every (sequence, value head) has one in a single wave:
+// heads that would leave SMs idle with pairs.
+constexpr int kQuadDevices = 64;
+std::atomic<int> g_quad_fit[kQuadDevices];
 
 // GDN_FLAG_OUTPUT_NORM on the fused path: the gated RMSNorm of the rows the
 // plain kernel left in out, in place (out overlaps no input, gdn.h). The raw
@@ -190,7 +205,7 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const
 // With GDN_FLAG_OUTPUT_NORM: the plain kernel (the instance of the call
 // without the flag) writes the raw rows into out, then fused64_norm_kernel
 // normalises them (perf-notes v64).
-cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
+cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream) {
     const bool onorm = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     Params raw = p;
     if (onorm) {
@@ -199,8 +214,9 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
     }
     fused64::Args a;
     if (const cudaError_t e = fused64::make_args(raw, &a)) return e;
+    a.quad = quad ? 1 : 0;
     const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0,
-                                   a.token_states != nullptr);
+                                   a.token_states != nullptr, a.quad != 0);
     if (!kern) return cudaErrorInvalidValue;
     if (const cudaError_t e = fused64::launch_args(kern, a, stream, (p.flags & GDN_FLAG_PDL) != 0)) return e;
     const int64_t rows = p.num_tokens * p.Hv;
@@ -223,13 +239,38 @@ cudaError_t launch_fused64(const Params& p, cudaStream_t stream) {
 
 cudaError_t set_fused64_attributes(size_t smem_limit) {
     if (size_t(fused64::kRSmem) > smem_limit) return cudaSuccess;
-    for (const auto& sets : kKernels)
-        for (const Kernel* ks : sets)
-            for (int i = 0; i < 3; ++i)
-                if (const cudaError_t e =
-                        cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, fused64::kRSmem))
-                    return e;
+    for (const auto& quad : kKernels)
+        for (const auto& sets : quad)
+            for (const Kernel* ks : sets)
+                for (int i = 0; i < 3; ++i)
+                    if (const cudaError_t e = cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                   fused64::kRSmem))
+                        return e;
+    // Clusters of four at once (every instance has the same threads, shared memory and launch
+    // registers). A device without clusters, or a failed query: 0, pairs only.
+    int dev = -1, fit = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kQuadDevices) {
+        cudaGetLastError();
+        return cudaSuccess;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(4), cfg.blockDim = dim3(512), cfg.dynamicSmemBytes = fused64::kRSmem;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 4, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&fit, reinterpret_cast<const void*>(kKernels[1][0][0][1]), &cfg) != cudaSuccess) {
+        cudaGetLastError();  // (not sticky; no error left for the caller)
+        fit = 0;
+    }
+    g_quad_fit[dev].store(fit, std::memory_order_relaxed);
     return cudaSuccess;
 }
 
 }  // namespace gdn::cuda
+
+namespace gdn {
+int32_t cuda_fused_cluster4_fit(int32_t device) {
+    return device >= 0 && device < cuda::kQuadDevices ? cuda::g_quad_fit[device].load(std::memory_order_relaxed) : 0;
+}
+}  // namespace gdn

@@ -1,7 +1,8 @@
 // The fused BF16 recurrence (docs/perf-notes.md v40-v44): the whole chunked
 // form in ONE kernel with chunks of C = 64, no scratch in global memory. A
 // cluster of two CTAs per (sequence, value head), CTA r the value columns
-// 64 r.., 512 threads each:
+// 64 r.., 512 threads each (QUAD: four, two such pairs, every CTA preparing
+// every fourth chunk, perf-notes v98):
 //  - warps 0-3 (the state warpgroup, setmaxnreg 216) carry Sᵀ (64 columns x
 //    K = 128, FP32) in registers across the chunks: [S0ᵀkᵀ | Yqᵀ] = Sᵀ [k | q]ᵀ
 //    (wgmma m64n128k16), Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ (T on the chain,
@@ -113,6 +114,12 @@ struct Args {
     // only read.
     const int32_t* token_states;
     int32_t N, Hk, Hv, G, grouped, state_kv;
+    // 1: launched as the QUAD instances, a cluster of four CTAs per (sequence, value head):
+    // two pairs that each carry the whole state (the same bits), every CTA preparing every
+    // fourth chunk, so twice the preps in flight where the heads leave SMs idle (perf-notes
+    // v98). The pair q = rank / 2 writes the output rows of the chunks j with j % 2 == q,
+    // pair 0 the final state. (The kernel reads QUAD; launch_args reads this.)
+    int32_t quad;
     float scale;
     int32_t phases;  // PROF: clock64 marks in CTA 0
     int32_t trace;   // PROF: per-chunk event times in CTAs 0 and 1 of sequence 0 (clock64)
@@ -293,7 +300,8 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
 // TS: GDN_FLAG_BLOCK_STATES (Args.token_states): the state after each chunk to the slot its
 // last token names. Its own instances: with a run-time branch instead, ptxas spilled 16-60
 // bytes more in every instance of the plain call (perf-notes v93).
-template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool TS = false>
+template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool TS = false,
+          bool QUAD = false>
 __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__ Args a) {
 #if defined(GDN_HAVE_WGMMA)
     static_assert(OUT == GDN_DTYPE_F32 || OUT == GDN_DTYPE_BF16 || OUT == GDN_DTYPE_F16, "the output dtypes");
@@ -328,7 +336,10 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             }
         (void)ph, (void)prof, (void)last;
     };
-    const int h = blockIdx.x >> 1, c0 = (blockIdx.x & 1) * NC, n = blockIdx.y;
+    // P CTAs a cluster (2, or 4 with quad), rank r the columns 64 (r % 2).. of head h.
+    constexpr uint32_t P = QUAD ? 4u : 2u;
+    const uint32_t rank = blockIdx.x & (P - 1);
+    const int h = int(blockIdx.x >> (QUAD ? 2 : 1)), c0 = int(rank & 1) * NC, n = blockIdx.y;
     const int kh = a.grouped ? h / a.G : h % a.Hk;
     const int64_t bos = a.cu ? int64_t(a.cu[n]) : int64_t(n) * a.equal_len;
     const int64_t eos = a.cu ? int64_t(a.cu[n + 1]) : int64_t(n + 1) * a.equal_len;
@@ -343,7 +354,6 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // only read: nothing at all.
     if ((a.state_indices ? a.state_indices[n] : n) < 0) return;
     if (nch == 0 && (TS || !(a.start_from_zero && a.start_from_zero[n] != 0))) return;
-    const uint32_t rank = blockIdx.x & 1, peer = rank ^ 1;
     // Chunk j's input slot (k, q, v, g, β) and output slot (the prep's T diag(β), P, F).
     auto stage = [&](int j) { return sm + (j & 3) * kRIn; };
     auto ostage = [&](int j) { return sm + kROut0 + (j & 1) * kROut; };
@@ -359,11 +369,12 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // its plain arrival), and with gate_xform each load thread once more after its stores
         // of g and β; in_empty[s]: this CTA's state threads (the prep of chunk j has read the
         // slot before they pass out_full); out_full[o]: the preparing CTA's 256 prep threads
-        // (the peer's: one arrive of count 256 with the bulk copy's bytes); out_empty[o], in
-        // CTA o only: its state threads and a lane of each of the peer's state warps.
+        // (a peer's: one arrive of count 256 with the bulk copy's bytes); out_empty[o]: for
+        // chunk j + 2's prep, in the CTA that prepares it, once chunk j (in output slot
+        // o = j % 2) is read: its state threads and a lane of each of the peers' state warps.
         constexpr int n_loaded = GX ? 64 + 1 + 64 : 64 + 1;
         if (tid == 0)
-            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : 128 + 4);
+            for (int i = 0; i < 12; ++i) mbar_init(bars + i, i < 4 ? n_loaded : i < 8 ? 128 : i < 10 ? 256 : 128 + 4 * int(P - 1));
         // T diag(β)'s blocks above the diagonal are never written: zero them in both output
         // slots (the peer's copies carry its zeros) before the peer may copy into them.
         for (int i = tid; i < 2 * 8192 / 4; i += 512)
@@ -468,18 +479,31 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // ------------------------------------------------------------ load
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegLoad) : "memory");
         if (warp >= 14) {
-            // One thread hands this CTA's prepared chunks to the peer (the bulk copy of the
-            // output slot and the peer's out_full arrivals), off the prep's path: issued from
+            // One thread hands this CTA's prepared chunks to the peers (the bulk copy of the
+            // output slot and each peer's out_full arrivals), off the prep's path: issued from
             // a prep thread, it held the prep warpgroups at their next barrier (~0.25 µs a
-            // chunk, run 151). Chunk j + 2's phase of out_full needs the peer's chain to have
-            // read chunk j's copy, so the parity wait is unambiguous.
+            // chunk, run 151). It passes every phase of its output slot's out_full in order
+            // (quad: the slot's chunks j + 2 between two of this CTA's come from a peer; a
+            // parity wait only tells adjacent phases apart), and chunk j + 2's phase needs
+            // every CTA's chain to have read chunk j, so each wait is unambiguous.
             if (tid == 448) {
-                for (int j = int(rank); j < nch; j += 2) {
+                for (int j = int(rank & 1); j < nch; j += 2) {
                     mbar_wait(bar_full(j), par_full(j));
-                    const uint32_t pb = peer_addr(smem_addr(bar_full(j)), peer);
-                    const uint32_t src = smem_addr(ostage(j));
-                    mbar_arrive_tx_peer(pb, kROut, 256);
-                    bulk_to_peer(peer_addr(src, peer), src, kROut, pb);
+                    if constexpr (QUAD) {
+                        if (uint32_t(j) % P != rank) continue;
+                        const uint32_t fb = smem_addr(bar_full(j)), src = smem_addr(ostage(j));
+#pragma unroll
+                        for (uint32_t d = 1; d < P; ++d) {
+                            const uint32_t pb = peer_addr(fb, rank ^ d);
+                            mbar_arrive_tx_peer(pb, kROut, 256);
+                            bulk_to_peer(peer_addr(src, rank ^ d), src, kROut, pb);
+                        }
+                    } else {
+                        const uint32_t pb = peer_addr(smem_addr(bar_full(j)), rank ^ 1u);
+                        const uint32_t src = smem_addr(ostage(j));
+                        mbar_arrive_tx_peer(pb, kROut, 256);
+                        bulk_to_peer(peer_addr(src, rank ^ 1u), src, kROut, pb);
+                    }
                     ev(3, j);
                 }
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -967,12 +991,19 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                     b_of1(Tf + (32 + 16 * nbp) * kLDA + 32 + 16 * nb, kLDA, -1.0f, hf, bb);
                     mma_t1(o, z, bb);
                 }
-                // The output slot is free once both CTAs' state warps have read chunk j − 2
-                // from it (this CTA's and the peer's copy): only now. (Waiting in warpgroup 1
+                // The output slot is free once every CTA's state warps have read chunk j − 2
+                // from it (this CTA's and the peers' copies): only now. This CTA's out_empty
+                // completes once for each of its chunks from 2 on, so the wait for chunk j is
+                // for its ((j − j0) / P)-th phase, j0 this CTA's first such chunk. (Waiting in warpgroup 1
                 // right after P, while warpgroup 0 forms T's diagonal blocks, and storing P and
                 // F then lost 17%, run 154.)
                 mark(13);
-                mbar_wait(bars + 10 + (j & 1), ((j >> 1) & 1) ^ 1);
+                if constexpr (QUAD) {
+                    if (j >= 2) mbar_wait(bars + 10 + (j & 1), ((j - (int(rank) >= 2 ? int(rank) : int(rank) + 4)) >> 2) & 1);
+                } else {
+                    // (j0 = rank + 2; a chunk j < 2 waits for the phase before the first, done.)
+                    mbar_wait(bars + 10 + (j & 1), ((j >> 1) & 1) ^ 1);
+                }
                 mark(14);
                 if (w8 == 0) {
                     if constexpr (NORM) scan_gamma(st, y0, y1);
@@ -1029,11 +1060,11 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             const int64_t cs = bos + int64_t(j) * C;
             return int(eos - cs < C ? eos - cs : C);
         };
-        // Chunks rank, rank + 2, ... by both warpgroups. Input slot j % 4 holds only this CTA's
-        // chunks to prepare (j, j ± 4, ...), so `in_loaded`'s parity is unambiguous: chunk
-        // j + 4's copies need chain(j), which needs this prep. The output slot's wait is in
-        // prep_split, before its first store.
-        for (int j = int(rank); j < nch; j += 2) {
+        // Chunks rank, rank + P, ... by both warpgroups. Between two of this CTA's chunks to
+        // prepare (j, j + P, P ≤ 4) input slot j % 4 is loaded at most once more, and chunk
+        // j + 4's copies need chain(j), which needs this prep, so `in_loaded`'s parity is
+        // unambiguous. The output slot's wait is in prep_split, before its first store.
+        for (int j = int(rank); j < nch; j += int(P)) {
             mbar_wait(bar_loaded(j), par_loaded(j));
             mma::fence_proxy_async_shared();
             bar_all();  // (and the previous chunk's reads of the scratch are done)
@@ -1128,7 +1159,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // (At CTA scope, as CUTLASS waits for a cluster's barriers: the cluster-scope acquire
         // invalidated L1 each chunk, CCTL.IVALL, run 153.)
         mbar_wait(bar_full(j), par_full(j));
-        // The peer may have prepared the chunk, which says nothing of this CTA's own copies
+        // A peer may have prepared the chunk, which says nothing of this CTA's own copies
         // of its k, q and v rows.
         mbar_wait(bar_loaded(j), par_loaded(j));
         if (tid == 0) ev(4, j);
@@ -1256,32 +1287,41 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         mma::wgmma_wait_all();
         mma::fence_operand(S);
         mma::fence_operand(y);
-        // The slots are read: the input slot (this CTA's) for chunk j + 4, the output slot (the
-        // preparing CTA's, o = j % 2, whose copy the peer's bulk copy overwrites) for chunk
-        // j + 2.
+        // The slots are read: the input slot (this CTA's) for chunk j + 4, the output slot
+        // (o = j % 2) for chunk j + 2, whose preparing CTA waits on its out_empty[o] before it
+        // writes the slot and copies into the peers' ones.
         if (j + 4 < nch) mbar_arrive(bars + 4 + (j & 3));
         if (j + 2 < nch) {
-            if (uint32_t(j & 1) == rank) {
+            // (QUAD: the ranks from the block's index here, not held across the chunk.)
+            const uint32_t rk = QUAD ? blockIdx.x & 3u : rank;
+            const uint32_t q = QUAD ? uint32_t(j + 2) & 3u : rank ^ 1u;
+            if (QUAD ? q == rk : uint32_t(j & 1) == rank) {
                 mbar_arrive(bars + 10 + (j & 1));
             } else {
                 __syncwarp();
-                if (lane == 0) mbar_arrive_peer_cta(peer_addr(smem_addr(bars + 10 + (j & 1)), peer));
+                if (lane == 0) mbar_arrive_peer_cta(peer_addr(smem_addr(bars + 10 + (j & 1)), q));
             }
         }
         if (tid == 0) ev(5, j);
-        store_out(y, cs, L);  // (from registers: after the release)
+        // (quad: the two pairs hold the same values; pair j % 2 writes chunk j's rows.)
+        const bool mine = !QUAD || (uint32_t(j & 1) == ((blockIdx.x >> 1) & 1u));
+        if (mine) store_out(y, cs, L);  // (from registers: after the release)
         // GDN_FLAG_BLOCK_STATES: the chunk ends a block (C = GDN_STATE_BLOCK) or the
         // sequence; its last token names the slot of the state after it (-1: none).
         if constexpr (TS) {
             static_assert(C == GDN_STATE_BLOCK, "every chunk end is a block end or the sequence's");
-            const int32_t ts = a.token_states[cs + L - 1];
+            int32_t ts;
+            if constexpr (QUAD)
+                ts = mine ? a.token_states[cs + L - 1] : -1;
+            else
+                ts = a.token_states[cs + L - 1];
             if (ts >= 0) {
                 // (The thread's columns, the head and the layout from the thread's and the
                 // block's index and the parameters here, as store_out's g: held across the
                 // chunk they were spilled.)
                 const int tx = int(threadIdx.x), col = int(blockIdx.x & 1) * NC + 16 * (tx >> 5) + ((tx >> 2) & 7);
                 const int ks = a.state_kv ? 128 : 1, vs = a.state_kv ? 1 : 128;
-                float* const dst = a.state + int64_t(ts) * a.slot_stride + int64_t(blockIdx.x >> 1) * K * 128 +
+                float* const dst = a.state + int64_t(ts) * a.slot_stride + int64_t(blockIdx.x >> (QUAD ? 2 : 1)) * K * 128 +
                                    (2 * (tx & 3)) * ks + col * vs;
 #pragma unroll
                 for (int jj = 0; jj < 16; ++jj)
@@ -1292,10 +1332,11 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         mark(4);
     }
     if constexpr (!TS) {  // (TS: the own slot is only read; the last chunk kept its state)
+        if (!QUAD || (blockIdx.x & 2u) == 0)  // (QUAD: pair 0's)
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
+            for (int j = 0; j < 16; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
+                for (int e = 0; e < 4; ++e) st0[sidx(j, e)] = S[j][e];
     }
 #else
     (void)a;
@@ -1378,19 +1419,20 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     return cudaSuccess;
 }
 
-// A CTA pair (a cluster) per value head in x, a sequence per y; 512 threads, kRSmem bytes
-// of dynamic shared memory (the kernel's attribute raised first).
+// A cluster of 2 CTAs (4 with a.quad, a QUAD instance) per value head in x, a sequence per y; 512 threads,
+// kRSmem bytes of dynamic shared memory (the kernel's attribute raised first).
 // pdl (GDN_FLAG_PDL): a programmatic dependent of the caller's work ahead,
 // which the kernel waits for before its first access.
 inline cudaError_t launch_args(void (*kern)(Args), const Args& a, cudaStream_t stream, bool pdl = false) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(2 * unsigned(a.Hv), unsigned(a.N));
+    const unsigned P = a.quad ? 4 : 2;
+    cfg.gridDim = dim3(P * unsigned(a.Hv), unsigned(a.N));
     cfg.blockDim = dim3(512);
     cfg.dynamicSmemBytes = kRSmem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[2] = {};
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    attr[0].val.clusterDim.x = P, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr, cfg.numAttrs = pdl ? 2 : 1;

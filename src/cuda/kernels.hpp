@@ -154,12 +154,14 @@ cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const 
 // The fused BF16 path (fused64.cu; sm_90a code, docs/perf-notes.md v40-v44): the
 // whole chunked recurrence in one kernel with chunks of C = 64, no scratch. A
 // cluster of two CTAs per (sequence, value head), each CTA 64 of the 128 value
-// columns; each CTA prepares every other chunk for both. For the problems
+// columns; each CTA prepares every other chunk for both. quad (the dispatch's
+// PathChoice::cluster 4): clusters of four, two such pairs, each CTA preparing
+// every fourth chunk (docs/perf-notes.md v98), the same bits. For the problems
 // policy::cuda_fused64_problem() accepts (BF16 q/k/v with TMA-able rows,
 // K = V = 128, f32 g and β, none of the input/output transforms). Gives the
 // same bits for any strides, slot layout or batch composition. Built only
 // where the build has sm_90a code (GDN_CUDA_FUSED64, src/cuda/CMakeLists.txt).
-cudaError_t launch_fused64(const Params& p, cudaStream_t stream);
+cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream);
 cudaError_t set_fused64_attributes(size_t smem_limit);
 
 // Raise the dynamic shared-memory limit of the chunked kernels on the current

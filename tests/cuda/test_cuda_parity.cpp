@@ -502,6 +502,80 @@ TEST_CASE("fused BF16 path: 16-bit outputs by 8-byte and by 2-byte stores give t
     }
 }
 
+// Where a call's (sequence, value head) pairs fit one wave as clusters of four CTAs, the
+// fused path takes them (two pairs that each carry the whole state, every CTA preparing
+// every fourth chunk; perf-notes v98) instead of a pair per (sequence, head): the same
+// arithmetic, so the same bits. The first k sequences of a batch alone (k x 4 (sequence, head)
+// pairs: clusters of four) against the whole batch of 40 (160: pairs), without and with the
+// input transforms (the
+// NORM/GX instances), f32 and 16-bit outputs, from a non-zero state; lengths around the
+// chunk, an empty sequence, and 4099 tokens.
+TEST_CASE("fused BF16 path: clusters of four (few heads) and pairs give the same bits", "[cuda][tc][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    if (!(caps.features & GDN_FEATURE_WGMMA)) {
+        std::printf("fused clusters of four: %s has no fused path (no sm_90a code): not applicable\n", caps.arch);
+        return;
+    }
+    for (const bool transforms : {false, true}) {
+        Spec s;
+        s.seq_lens = {1000, 64, 4099, 1, 130, 0, 65, 777};
+        while (s.seq_lens.size() < 40) s.seq_lens.push_back(int32_t(37 * s.seq_lens.size() % 300));
+        s.hk = 2, s.hv = 4, s.k = s.v = 128;
+        s.input = GDN_DTYPE_BF16;
+        s.output = transforms ? GDN_DTYPE_BF16 : GDN_DTYPE_F32;
+        s.precision = GDN_PRECISION_BF16;
+        s.algorithm = GDN_ALGO_CHUNKED;
+        s.seed = transforms ? 48 : 47;
+        if (transforms) {
+            s.gate = GDN_DTYPE_BF16;
+            s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+        }
+        Problem p(s);
+        DeviceProblem d(p);
+        DeviceWorkspace ws;
+        REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+        // (quad: whether the dispatch must say it takes clusters of four; -1: either.)
+        auto call = [&](const gdn_problem_t& q, int quad) {
+            const gdn_tensors_t t = d.tensors();
+            gdn_path_info_t info;
+            gdn_path_info_init(&info);
+            REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
+            INFO(info.reason);
+            REQUIRE(info.chunk_size == 64);
+            const bool four = std::string(info.reason).find("clusters of four") != std::string::npos;
+            if (quad >= 0) REQUIRE(four == (quad == 1));
+            if (quad < 0) std::printf("fused clusters of four: %d sequences x %d heads: %s\n", q.num_seqs, s.hv,
+                                      four ? "clusters of four" : "pairs");
+            d.reset_state();
+            d.fill_out_nan();
+            const gdn_status_t st = run(d, q, caps, ws);
+            INFO(gdn_last_error());
+            REQUIRE(st == GDN_SUCCESS);
+            GDN_CUDA_CHECK(cudaDeviceSynchronize());
+            d.download();
+        };
+        call(p.problem, 0);  // 160 (sequence, head) pairs: more than one wave of clusters of four
+        const std::vector<unsigned char> out_all = p.out.snapshot(), state_all = p.state.snapshot();
+        const size_t row = size_t(s.hv) * s.v * (s.output == GDN_DTYPE_F32 ? 4 : 2);
+        const size_t slot = size_t(p.slot_stride) * 4;
+        for (const int32_t k : {1, 3, 8}) {
+            gdn_problem_t q = p.problem;
+            q.num_seqs = k;
+            q.num_tokens = p.cu_seqlens[size_t(k)];
+            q.max_seqlen = 0;
+            call(q, k <= 3 ? 1 : -1);  // (4 or 12 clusters of four always fit one wave)
+            const size_t ob = size_t(q.num_tokens) * row, sb = size_t(k) * slot;
+            INFO((transforms ? "l2norm, raw gate, beta logits, bf16 out" : "f32 out") << ", the first " << k
+                                                                                      << " sequences alone");
+            CHECK(std::memcmp(p.out.data(), out_all.data(), ob) == 0);
+            CHECK(std::memcmp(p.state.data(), state_all.data(), sb) == 0);
+            INFO(d.guard_damage());
+            CHECK(d.guard_damage().empty());
+        }
+    }
+    std::printf("fused clusters of four: the first 1, 3, 8 of 40 sequences alone give the batch's bits\n");
+}
+
 TEST_CASE("tensor-core chunked path matches FP64 at 8192 and 32768 tokens, Hk 16, Hv 48",
           "[cuda][parity][tc][long]") {
     const gdn_caps_t caps = cuda_caps();
