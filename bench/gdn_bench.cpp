@@ -10,7 +10,8 @@
 // (gdn_select_path: chunked-fp32, chunked-tc, ...; with the precision it ran
 // in where that is not the one asked for, e.g. "chunked-tc (tf32x3)" for
 // bf16x3 where its scan does not fit the device). --seqs N runs N sequences of T tokens each;
-// --varlen passes them through cu_seqlens (the varlen path) instead of NULL.
+// --varlen passes them through cu_seqlens (the varlen path) instead of NULL; --lens runs one
+// varlen batch of the lengths given, in that order (T is then its longest).
 // It is a benchmark, not a test: it never fails on a time.
 #include <fmt/format.h>
 
@@ -40,6 +41,7 @@ struct Options {
     bool backend_given = false;
     std::vector<int64_t> tokens = {128, 512, 2048};
     std::vector<int32_t> decode;  // decode batch sizes (one token each)
+    std::vector<int64_t> lens;    // --lens: one varlen batch of these lengths (else T x seqs)
     int32_t hk = 16, hv = 48, dk = 128, dv = 128, seqs = 1;
     gdn_dtype_t dtype = GDN_DTYPE_F32;
     gdn_dtype_t out_dtype = GDN_DTYPE_F32;
@@ -70,6 +72,8 @@ struct Options {
                  "%s\nusage: gdn-bench [--backend cpu|cuda|hip] [--T 128,512,2048] [--decode 1,8,64]\n"
                  "                 [--hk 16] [--hv 48] [--dk 128] [--dv 128]\n"
                  "                 [--seqs 1 (sequences of T tokens each)] [--varlen (pass cu_seqlens)]\n"
+                 "                 [--lens 512x15,8192 (one varlen batch of these lengths in this order,\n"
+                 "                  LxN: N sequences of L tokens; instead of --T and --seqs)]\n"
                  "                 [--dtype f32|f16|bf16] [--out-dtype f32|f16|bf16]\n"
                  "                 [--l2norm (q/k L2-normalized in the call)]\n"
                  "                 [--out-norm (the gated RMSNorm of the outputs in the call)]\n"
@@ -145,6 +149,16 @@ Options parse(int argc, char** argv) {
         } else if (a == "--T") {
             o.tokens.clear();
             for (auto& s : split(next())) o.tokens.push_back(std::stoll(s));
+        } else if (a == "--lens") {
+            o.lens.clear();
+            for (auto& s : split(next())) {
+                const size_t x = s.find('x');
+                const int64_t len = std::stoll(s.substr(0, x));
+                const int64_t times = x == std::string::npos ? 1 : std::stoll(s.substr(x + 1));
+                if (len < 0 || times < 1 || times > 65535) usage("--lens takes L or LxN, L >= 0, 1 <= N <= 65535");
+                o.lens.insert(o.lens.end(), size_t(times), len);
+            }
+            if (o.lens.empty() || o.lens.size() > 65535) usage("--lens takes 1 to 65535 sequences");
         } else if (a == "--decode") {
             o.decode.clear();
             for (auto& s : split(next())) o.decode.push_back(std::stoi(s));
@@ -216,6 +230,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--help" || a == "-h") usage("gdn-bench: times and errors of the gated delta rule");
         else usage(("unknown option " + a).c_str());
     }
+    if (!o.lens.empty() && o.token_states) usage("--lens does not take --token-states or --block-states");
     return o;
 }
 
@@ -286,11 +301,16 @@ const char* path_name(gdn_path_t p) {
     }
 }
 
-// Runs one (T, seqs, algo) case; returns its row.
+// Runs one (T, seqs, algo) case; returns its row. With --lens, the batch of o.lens
+// (T its longest, seqs its count).
 Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, gdn_algorithm_t algo,
              gdn_precision_t precision, const char* case_name) {
     const Memory mem{caps.backend};
-    const int64_t total = T * seqs;
+    // Sequence sq: tokens [first[sq], first[sq + 1]).
+    const bool lens = !o.lens.empty() && std::string(case_name) == "prompt";
+    std::vector<int64_t> first(size_t(seqs) + 1, 0);
+    for (int32_t sq = 0; sq < seqs; ++sq) first[size_t(sq) + 1] = first[size_t(sq)] + (lens ? o.lens[size_t(sq)] : T);
+    const int64_t total = first[size_t(seqs)];
     // --token-states: the pool holds the sequences' own slots, then one slot a token (token row r
     // in slot seqs + r); --block-states: one slot a block of GDN_STATE_BLOCK tokens (the last one
     // may be partial: its last token's state).
@@ -394,11 +414,12 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
             mem.upload(cold.back(), state0.data(), nstate * 4);
         }
     }
-    // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU).
+    // --varlen: the same equal-length sequences, described by cu_seqlens (device memory on a GPU);
+    // --lens: its sequences.
     void* d_cu = nullptr;
-    if (o.varlen) {
+    if (o.varlen || lens) {
         std::vector<int32_t> cu(size_t(seqs) + 1);
-        for (int32_t i = 0; i <= seqs; ++i) cu[size_t(i)] = int32_t(int64_t(i) * T);
+        for (int32_t i = 0; i <= seqs; ++i) cu[size_t(i)] = int32_t(first[size_t(i)]);
         d_cu = mem.alloc(cu.size() * sizeof(int32_t));
         mem.upload(d_cu, cu.data(), cu.size() * sizeof(int32_t));
     }
@@ -517,8 +538,9 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
             const int kh = h / (o.hv / o.hk);
             for (int32_t sq = 0; sq < seqs; ++sq) {
                 // The head alone, as a problem of one key and one value head.
+                const int64_t Tq = first[size_t(sq) + 1] - first[size_t(sq)];
                 gdn::Shape sh{};
-                sh.num_seqs = 1; sh.num_tokens = T; sh.max_seqlen = T;
+                sh.num_seqs = 1; sh.num_tokens = Tq; sh.max_seqlen = Tq;
                 sh.num_k_heads = 1; sh.num_v_heads = 1; sh.group = 1;
                 sh.head_dim_k = o.dk; sh.head_dim_v = o.dv;
                 sh.input_dtype = sh.gate_dtype = sh.output_dtype = GDN_DTYPE_F32;
@@ -527,10 +549,10 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                 sh.scale = 1.0f / std::sqrt(float(o.dk));
                 sh.l2norm_eps = sh.norm_eps = 1e-6f;
                 sh.flags = p.flags;
-                std::vector<float> hq(size_t(T) * o.dk), hk(size_t(T) * o.dk), hv(size_t(T) * o.dv), hg(T), hb(T);
-                std::vector<float> hz(o.out_norm ? size_t(T) * o.dv : 0);
-                for (int64_t tt = 0; tt < T; ++tt) {
-                    const int64_t row_t = sq * T + tt;
+                std::vector<float> hq(size_t(Tq) * o.dk), hk(size_t(Tq) * o.dk), hv(size_t(Tq) * o.dv), hg(Tq), hb(Tq);
+                std::vector<float> hz(o.out_norm ? size_t(Tq) * o.dv : 0);
+                for (int64_t tt = 0; tt < Tq; ++tt) {
+                    const int64_t row_t = first[size_t(sq)] + tt;
                     std::copy_n(&q[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hq[size_t(tt) * o.dk]);
                     std::copy_n(&k[(size_t(row_t) * o.hk + kh) * o.dk], o.dk, &hk[size_t(tt) * o.dk]);
                     std::copy_n(&v[(size_t(row_t) * o.hv + h) * o.dv], o.dv, &hv[size_t(tt) * o.dv]);
@@ -549,16 +571,16 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                     ht.norm_weight = nw.data();
                 }
                 ht.state_slot_stride = int64_t(o.dk) * o.dv;
-                std::vector<double> ro(size_t(T) * o.dv), rs(size_t(o.dk) * o.dv);
+                std::vector<double> ro(size_t(Tq) * o.dv), rs(size_t(o.dk) * o.dv);
                 const float* s0 = &state0[(size_t(slot_of(sq)) * o.hv + h) * o.dk * o.dv];
                 std::copy_n(s0, rs.size(), rs.begin());
                 gdn::ref::run(sh, ht, ro.data(), rs.data());
                 double mo = 0, dmo = 0, ms = 0, dms = 0;
-                for (int64_t tt = 0; tt < T; ++tt)
+                for (int64_t tt = 0; tt < Tq; ++tt)
                     for (int j = 0; j < o.dv; ++j) {
                         const double want = ro[size_t(tt) * o.dv + j];
                         const double got = gdn::load_element(out_b.data(), o.out_dtype,
-                                                             (sq * T + tt) * out_tok + h * int64_t(o.dv) + j);
+                                                             (first[size_t(sq)] + tt) * out_tok + h * int64_t(o.dv) + j);
                         mo = std::max(mo, std::abs(want));
                         dmo = std::isnan(got) ? INFINITY : std::max(dmo, std::abs(got - want));
                     }
@@ -567,7 +589,7 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
                     ms = std::max(ms, std::abs(rs[i]));
                     dms = std::isnan(sf[i]) ? INFINITY : std::max(dms, std::abs(double(sf[i]) - rs[i]));
                 }
-                eo = std::max(eo, dmo / mo);
+                if (mo > 0) eo = std::max(eo, dmo / mo);  // (an empty sequence has no output)
                 es = std::max(es, dms / ms);
             }
         }
@@ -696,6 +718,12 @@ int main(int argc, char** argv) {
                 caps.multiprocessor_count, caps.backend == GDN_BACKEND_CPU ? "threads" : "SMs", o.hk,
                 o.hv, o.dk, o.dv, gdn::dtype_name(o.dtype), gdn::dtype_name(o.out_dtype), precs.c_str(),
                 o.seqs, o.varlen ? " (cu_seqlens)" : "");
+    if (!o.lens.empty()) {
+        int64_t sum = 0;
+        for (int64_t l : o.lens) sum += l;
+        std::printf("prompt: one batch of %zu sequences (--lens, cu_seqlens), %lld tokens; T below is the longest\n",
+                    o.lens.size(), (long long)sum);
+    }
     if (o.workspace_x > 1) std::printf("workspace: %d x gdn_workspace_size()\n", o.workspace_x);
     if (o.pdl || o.burst > 1 || o.graph)
         std::printf("timing: %d call(s) back to back per event pair%s%s\n", o.burst,
@@ -719,10 +747,13 @@ int main(int argc, char** argv) {
     struct Job { int64_t T; int32_t seqs; gdn_algorithm_t algo; gdn_precision_t precision; const char* name; };
     std::vector<Job> jobs;
     // The sequential path is FP32 under every precision: it runs once, with the first one.
-    for (int64_t T : o.tokens)
+    const std::vector<int64_t> prompts =
+        o.lens.empty() ? o.tokens : std::vector<int64_t>{*std::max_element(o.lens.begin(), o.lens.end())};
+    const int32_t prompt_seqs = o.lens.empty() ? o.seqs : int32_t(o.lens.size());
+    for (int64_t T : prompts)
         for (gdn_algorithm_t a : o.algos)
             for (size_t i = 0; i < (a == GDN_ALGO_SEQUENTIAL ? 1 : o.precisions.size()); ++i)
-                jobs.push_back({T, o.seqs, a, o.precisions[i], "prompt"});
+                jobs.push_back({T, prompt_seqs, a, o.precisions[i], "prompt"});
     for (int32_t n : o.decode) jobs.push_back({1, n, GDN_ALGO_AUTO, o.precisions[0], "decode"});
     for (size_t j = 0; j < jobs.size(); ++j) {
         std::fprintf(stderr, "\r[%zu/%zu] %s T=%lld seqs=%d ...        ", j + 1, jobs.size(), jobs[j].name,

@@ -306,6 +306,12 @@ gdn_status_t probe(int32_t device, gdn_caps_t* caps) {
     return ensure_device_setup(device);
 }
 
+namespace {
+// The fused path's grid rows in their order (launch_fused64): a sequence's first token,
+// end and slot (int32) and its zero-start flag.
+size_t fused_order_bytes(const Shape& s) { return (size_t(s.num_seqs) * 13 + 255) & ~size_t(255); }
+}  // namespace
+
 gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const PathChoice& path,
                             size_t* bytes) {
     if (path.path == GDN_PATH_SEQUENTIAL) {
@@ -318,9 +324,11 @@ gdn_status_t workspace_size(const gdn_caps_t& caps, const Shape& shape, const Pa
     // The fused C = 64 path needs no scratch, but gdn_workspace_size() sees no
     // tensors: its bound is the C = 32 path's, which serves the tensors the
     // fused one does not take (dispatch.cpp), so one workspace fits both.
-    *bytes = carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
-                                 policy::kCudaWindowTokens, nullptr)
-                 .bytes;
+    // (At least the fused path's row order, for a batch of many short sequences.)
+    *bytes = std::max(carve_chunk_scratch(caps, shape, scan_mode_for(path.path, path.precision),
+                                          policy::kCudaWindowTokens, nullptr)
+                          .bytes,
+                      fused_order_bytes(shape));
     return GDN_SUCCESS;
 }
 
@@ -393,7 +401,19 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // The fused BF16 path (C = 64): chosen by the dispatch with the tensors.
     if (path.chunk_size == policy::kCudaFusedChunk) {
 #if defined(GDN_CUDA_FUSED64)
-        if (cudaError_t e = launch_fused64(p, path.cluster == 4, stream))
+        // A batch of sequences of different lengths whose pairs take more than one wave:
+        // its grid rows longest first, their order in the workspace (which holds it:
+        // workspace_size), the same bits (perf-notes v99). Not where max_seqlen says every
+        // sequence has the same length (num_tokens = num_seqs x max_seqlen): the order kernel
+        // costs ~5 µs.
+        const bool waves = int64_t(shape.num_seqs) * shape.num_v_heads > int64_t(fused64_pair_fit(caps.device));
+        const bool equal = int64_t(shape.num_seqs) * shape.max_seqlen == shape.num_tokens;
+        int32_t* const order = path.cluster == 2 && tensors.cu_seqlens && shape.num_seqs > 1 && !equal &&
+                                       shape.max_seqlen > policy::kCudaFusedChunk && waves &&
+                                       workspace_bytes >= fused_order_bytes(shape)
+                                   ? static_cast<int32_t*>(workspace)
+                                   : nullptr;
+        if (cudaError_t e = launch_fused64(p, path.cluster == 4, order, stream))
             return device_error("launching the CUDA fused BF16 kernel", e);
         return GDN_SUCCESS;
 #else  // (the dispatch offers it only with GDN_FEATURE_WGMMA, which this build never sets)

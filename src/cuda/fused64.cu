@@ -58,6 +58,97 @@ Kernel kernel_for(gdn_dtype_t out, bool norm, bool gx, bool ts, bool quad) {
 // heads that would leave SMs idle with pairs.
 constexpr int kQuadDevices = 64;
 std::atomic<int> g_quad_fit[kQuadDevices];
+// The same for pairs: where a batch's (sequence, value head) pairs outnumber it, the grid
+// runs in several waves, and its rows go longest sequence first (fused64_order_kernel).
+std::atomic<int> g_pair_fit[kQuadDevices];
+
+// A batch's grid rows longest sequence first. The fused grid runs in several waves where its
+// pairs outnumber what the device holds at once, and the hardware starts its clusters
+// roughly in row order: a long sequence in the last rows would start when the rest are
+// done and run alone after them (longest processing time first is the classic cure). This
+// kernel gives row y the sequence of rank y and writes, in the caller's workspace, what the
+// fused kernel reads per row (Args.cu with cu_end = N): rows[y] its first token, rows[N + y]
+// its end, slots[y] its slot (state_indices, or its index), sfz[y] its zero-start flag
+// (where the call has them): each row computes its sequence's bits. A sequence's key is
+// its chunk count, exact up to kOrderExact chunks and in steps of 64 chunks above (the call
+// is then long anyway); equal keys keep their index order, so the order depends on the
+// lengths alone. One block: warp w counts the keys of its contiguous range of sequences,
+// the counts become each (warp, key)'s first rank, and each warp then places its range in
+// index order, 32 sequences a step (__match_any_sync ranks equal keys among the lanes).
+// Padding entries and empty sequences (key 0) go last. A programmatic dependent of the
+// caller's work under GDN_FLAG_PDL (it reads cu_seqlens, which that work may write), and
+// the fused kernel one of it.
+constexpr int kOrderThreads = 1024, kOrderKeys = 256, kOrderExact = 192;
+
+__device__ __forceinline__ uint32_t order_key(const int32_t* cu, int32_t i) {
+    const int64_t len = int64_t(cu[i + 1]) - int64_t(cu[i]);
+    const int64_t c = len > 0 ? (len + fused64::C - 1) / fused64::C : 0;
+    const int64_t above = (c - kOrderExact) >> 6;
+    const int64_t k = c < kOrderExact ? c : kOrderExact + (above < kOrderKeys - 1 - kOrderExact ? above : kOrderKeys - 1 - kOrderExact);
+    return uint32_t(kOrderKeys - 1 - k);  // ascending key, descending length
+}
+
+__global__ void __launch_bounds__(kOrderThreads)
+    fused64_order_kernel(const int32_t* __restrict__ cu, const int32_t* __restrict__ state_indices,
+                         const uint8_t* __restrict__ start_from_zero, int32_t N, int32_t* __restrict__ rows,
+                         int32_t* __restrict__ slots, uint8_t* __restrict__ sfz) {
+    grid_dependency_wait();
+    allow_dependent_launch();
+    constexpr int W = kOrderThreads / 32;
+    __shared__ uint32_t cnt[W][kOrderKeys];  // counts, then first ranks
+    __shared__ uint32_t total[kOrderKeys];
+    const int lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
+    const int32_t per = (N + W - 1) / W, lo = min(N, w * per), hi = min(N, lo + per);
+    for (int i = int(threadIdx.x); i < W * kOrderKeys; i += kOrderThreads) (&cnt[0][0])[i] = 0u;
+    __syncthreads();
+    for (int32_t i = lo + lane; i < hi; i += 32) atomicAdd(&cnt[w][order_key(cu, i)], 1u);
+    __syncthreads();
+    // Key t's total, its first rank (an exclusive scan over the keys by one warp, eight keys
+    // a lane), then (warp, key)'s.
+    if (threadIdx.x < kOrderKeys) {
+        uint32_t sum = 0;
+        for (int v = 0; v < W; ++v) sum += cnt[v][threadIdx.x];
+        total[threadIdx.x] = sum;
+    }
+    __syncthreads();
+    if (w == 0) {
+        constexpr int E = kOrderKeys / 32;
+        uint32_t x[E], run = 0;
+        for (int e = 0; e < E; ++e) x[e] = total[lane * E + e], run += x[e];
+        uint32_t incl = run;
+        for (int d = 1; d < 32; d *= 2) {
+            const uint32_t y = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += y;
+        }
+        uint32_t at = incl - run;
+        for (int e = 0; e < E; ++e) total[lane * E + e] = at, at += x[e];
+    }
+    __syncthreads();
+    if (threadIdx.x < kOrderKeys) {
+        uint32_t at = total[threadIdx.x];
+        for (int v = 0; v < W; ++v) {
+            const uint32_t c = cnt[v][threadIdx.x];
+            cnt[v][threadIdx.x] = at;
+            at += c;
+        }
+    }
+    __syncthreads();
+    for (int32_t b = lo; b < hi; b += 32) {
+        const int32_t i = b + lane;
+        const uint32_t key = i < hi ? order_key(cu, i) : 0xffffffffu;
+        const uint32_t same = __match_any_sync(0xffffffffu, key);
+        const uint32_t below = same & ((1u << lane) - 1u);
+        const uint32_t y = i < hi ? cnt[w][key] + uint32_t(__popc(below)) : 0u;
+        __syncwarp();
+        if (i < hi && below == 0u) cnt[w][key] += uint32_t(__popc(same));
+        __syncwarp();
+        if (i < hi) {
+            rows[y] = cu[i], rows[N + y] = cu[i + 1];
+            slots[y] = state_indices ? state_indices[i] : i;
+            if (start_from_zero) sfz[y] = start_from_zero[i];
+        }
+    }
+}
 
 // GDN_FLAG_OUTPUT_NORM on the fused path: the gated RMSNorm of the rows the
 // plain kernel left in out, in place (out overlaps no input, gdn.h). The raw
@@ -205,7 +296,7 @@ __global__ void __launch_bounds__(256) fused64_norm_kernel(const Params p, const
 // With GDN_FLAG_OUTPUT_NORM: the plain kernel (the instance of the call
 // without the flag) writes the raw rows into out, then fused64_norm_kernel
 // normalises them (perf-notes v64).
-cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream) {
+cudaError_t launch_fused64(const Params& p, bool quad, int32_t* order, cudaStream_t stream) {
     const bool onorm = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     Params raw = p;
     if (onorm) {
@@ -218,7 +309,23 @@ cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream) {
     const Kernel kern = kernel_for(raw.out_dt, (raw.flags & GDN_FLAG_QK_L2NORM) != 0, a.gate_xform != 0,
                                    a.token_states != nullptr, a.quad != 0);
     if (!kern) return cudaErrorInvalidValue;
-    if (const cudaError_t e = fused64::launch_args(kern, a, stream, (p.flags & GDN_FLAG_PDL) != 0)) return e;
+    const bool pdl = (p.flags & GDN_FLAG_PDL) != 0;
+    const bool ordered = order && p.cu_seqlens;
+    if (ordered) {
+        // The rows' order first; the fused kernel its programmatic dependent (it waits at its
+        // start, before any access, so its completion implies the order kernel's and, under
+        // GDN_FLAG_PDL, the caller's work ahead of that).
+        const int32_t N = p.num_seqs;
+        int32_t* const rows = order;
+        int32_t* const slots = order + 2 * int64_t(N);
+        uint8_t* const sfz = reinterpret_cast<uint8_t*>(order + 3 * int64_t(N));
+        if (const cudaError_t e = launch_kernel(fused64_order_kernel, dim3(1), dim3(kOrderThreads), 0, stream, pdl,
+                                                p.cu_seqlens, p.state_indices, p.start_from_zero, N, rows, slots, sfz))
+            return e;
+        a.cu = rows, a.cu_end = N, a.state_indices = slots;
+        if (p.start_from_zero) a.start_from_zero = sfz;
+    }
+    if (const cudaError_t e = fused64::launch_args(kern, a, stream, pdl || ordered)) return e;
     const int64_t rows = p.num_tokens * p.Hv;
     if (!onorm || rows == 0) return cudaSuccess;
     // 16-byte accesses where every row of out and z starts 16-byte aligned.
@@ -264,7 +371,18 @@ cudaError_t set_fused64_attributes(size_t smem_limit) {
         fit = 0;
     }
     g_quad_fit[dev].store(fit, std::memory_order_relaxed);
+    int pairs = 0;
+    cfg.gridDim = dim3(2), attr.val.clusterDim.x = 2;
+    if (cudaOccupancyMaxActiveClusters(&pairs, reinterpret_cast<const void*>(kKernels[0][0][0][1]), &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        pairs = 0;
+    }
+    g_pair_fit[dev].store(pairs, std::memory_order_relaxed);
     return cudaSuccess;
+}
+
+int32_t fused64_pair_fit(int device) {
+    return device >= 0 && device < kQuadDevices ? g_pair_fit[device].load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace gdn::cuda

@@ -104,7 +104,13 @@ struct Args {
     int32_t out_vec;
     float* state;
     int64_t slot_stride;
-    const int32_t* cu;  // null: sequence n is tokens [n equal_len, (n + 1) equal_len)
+    // Grid row n's tokens: [cu[n], cu[n + cu_end]); null cu: [n equal_len, (n + 1) equal_len).
+    // cu_end is 1 with the caller's cu_seqlens, N with fused64_order_kernel's arrays (a batch
+    // whose grid takes several waves, its rows longest sequence first: cu the rows' starts,
+    // then their ends, and state_indices and start_from_zero permuted alike), whose rows
+    // compute the bits of the sequences they run.
+    const int32_t* cu;
+    int32_t cu_end;
     int64_t equal_len;
     const int32_t* state_indices;
     const uint8_t* start_from_zero;
@@ -342,7 +348,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     const int h = int(blockIdx.x >> (QUAD ? 2 : 1)), c0 = int(rank & 1) * NC, n = blockIdx.y;
     const int kh = a.grouped ? h / a.G : h % a.Hk;
     const int64_t bos = a.cu ? int64_t(a.cu[n]) : int64_t(n) * a.equal_len;
-    const int64_t eos = a.cu ? int64_t(a.cu[n + 1]) : int64_t(n + 1) * a.equal_len;
+    const int64_t eos = a.cu ? int64_t(a.cu[n + a.cu_end]) : int64_t(n + 1) * a.equal_len;
     const int nch = int((eos - bos + C - 1) / C);
     // A padding row (negative slot): nothing read or written. An empty sequence: nothing
     // either, unless it starts from zero; then it goes the whole way with no chunk, and the
@@ -1410,7 +1416,7 @@ inline cudaError_t make_args(const Params& p, Args* a) {
     a->out_vec = p.out_dt != GDN_DTYPE_F32 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0 && p.o_tok % 4 == 0 &&
                  p.o_head % 4 == 0;
     a->state = p.state, a->slot_stride = p.slot_stride;
-    a->cu = p.cu_seqlens, a->equal_len = p.equal_len;
+    a->cu = p.cu_seqlens, a->cu_end = 1, a->equal_len = p.equal_len;
     a->state_indices = p.state_indices, a->start_from_zero = p.start_from_zero;
     a->token_states = p.token_state_indices;
     a->N = p.num_seqs, a->Hk = p.Hk, a->Hv = p.Hv, a->G = p.G;

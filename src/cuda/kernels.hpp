@@ -159,10 +159,16 @@ cudaError_t launch_chunk_epilogue(const Params& p, const ChunkScratch& w, const 
 // every fourth chunk (docs/perf-notes.md v98), the same bits. For the problems
 // policy::cuda_fused64_problem() accepts (BF16 q/k/v with TMA-able rows,
 // K = V = 128, f32 g and β, none of the input/output transforms). Gives the
-// same bits for any strides, slot layout or batch composition. Built only
+// same bits for any strides, slot layout or batch composition. order (non-null:
+// 13 num_seqs bytes of the caller's workspace, with cu_seqlens): the grid's rows
+// go longest sequence first, ordered by a one-block kernel launched ahead of it
+// (for a batch whose pairs take several waves; the same bits). Built only
 // where the build has sm_90a code (GDN_CUDA_FUSED64, src/cuda/CMakeLists.txt).
-cudaError_t launch_fused64(const Params& p, bool quad, cudaStream_t stream);
+cudaError_t launch_fused64(const Params& p, bool quad, int32_t* order, cudaStream_t stream);
 cudaError_t set_fused64_attributes(size_t smem_limit);
+// How many pairs of fused CTAs device `device` runs at once (its one-time setup's
+// cudaOccupancyMaxActiveClusters); 0 before it.
+int32_t fused64_pair_fit(int device);
 
 // Raise the dynamic shared-memory limit of the chunked kernels on the current
 // device (those that fit `smem_limit`, the device's opt-in maximum). Called

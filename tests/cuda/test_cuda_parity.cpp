@@ -576,6 +576,120 @@ TEST_CASE("fused BF16 path: clusters of four (few heads) and pairs give the same
     std::printf("fused clusters of four: the first 1, 3, 8 of 40 sequences alone give the batch's bits\n");
 }
 
+// A batch whose (sequence, value head) pairs take several waves of the fused grid runs its
+// rows longest sequence first (a one-block kernel orders them into the workspace; the
+// fused kernel reads each row's tokens, slot and zero-start flag from there): the
+// sequences' bits must not change. Lengths rising to the longest last, so the order is far
+// from the identity; a pool with padding entries (NaN rows) and zero starts; an empty
+// zero-start sequence. Against each sequence run alone (one wave: rows in index order),
+// directly and from a CUDA graph, whose two kernel nodes show the order kernel ran.
+TEST_CASE("fused BF16 path: a batch of several waves runs longest sequence first with each sequence's bits",
+          "[cuda][tc][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    if (!(caps.features & GDN_FEATURE_WGMMA)) {
+        std::printf("fused row order: %s has no fused path (no sm_90a code): not applicable\n", caps.arch);
+        return;
+    }
+    Spec s;
+    const int32_t n = 40;
+    for (int32_t i = 0; i < n; ++i) s.seq_lens.push_back(5 + 13 * i);
+    s.seq_lens[30] = 0;      // empty, from zero
+    s.seq_lens[n - 1] = 2100;
+    for (int32_t i = 0; i < n; ++i) s.state_indices.push_back((7 * i + 3) % n);
+    s.state_indices[4] = s.state_indices[33] = -1;  // padding entries
+    for (int32_t i = 0; i < n; ++i) s.start_from_zero.push_back(uint8_t(i % 3 == 0 || i == 30));
+    s.nan_in_padding = true;
+    s.hk = 2, s.hv = 8, s.k = s.v = 128;  // 320 (sequence, head) pairs: several waves
+    s.input = GDN_DTYPE_BF16;
+    s.output = GDN_DTYPE_F32;
+    s.precision = GDN_PRECISION_BF16;
+    s.algorithm = GDN_ALGO_CHUNKED;
+    s.seed = 49;
+    Problem p(s);
+    DeviceProblem d(p);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+    {
+        const gdn_tensors_t t = d.tensors();
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        REQUIRE(gdn_select_path(&caps, &p.problem, &t, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        REQUIRE(info.chunk_size == 64);
+    }
+    ws.fill_nan();
+    d.reset_state();
+    d.fill_out_nan();
+    {
+        const gdn_status_t st = run(d, p.problem, caps, ws);
+        INFO(gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+    }
+    GDN_CUDA_CHECK(cudaDeviceSynchronize());
+    d.download();
+    const std::vector<unsigned char> out_all = p.out.snapshot(), state_all = p.state.snapshot();
+    INFO(d.guard_damage());
+    CHECK(d.guard_damage().empty());
+
+    // The same call from a graph: two kernels (the order, then the fused kernel), the same bits.
+    {
+        cudaStream_t stream;
+        GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        d.reset_state(stream);
+        d.fill_out_nan(stream);
+        cudaGraph_t graph;
+        REQUIRE(capture(d, p.problem, caps, ws, stream, &graph) == GDN_SUCCESS);
+        size_t nodes = 0;
+        GDN_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+        CHECK(nodes == 2);
+        cudaGraphExec_t exec;
+        GDN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        GDN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+        GDN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+        GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+        d.download();
+        CHECK(p.out.snapshot() == out_all);
+        CHECK(p.state.snapshot() == state_all);
+    }
+
+    // Every live row written; the padding entries' rows left as they were (NaN).
+    const size_t row = size_t(s.hv) * s.v * 4, slot = size_t(p.slot_stride) * 4;
+    size_t live_nan = 0, padding_written = 0;
+    for (int32_t i = 0; i < n; ++i)
+        for (size_t b = size_t(p.cu_seqlens[size_t(i)]) * row; b < size_t(p.cu_seqlens[size_t(i) + 1]) * row; b += 4) {
+            float x;
+            std::memcpy(&x, &out_all[b], 4);
+            if (s.state_indices[size_t(i)] >= 0) live_nan += std::isnan(x) ? 1 : 0;
+            else padding_written += std::isnan(x) ? 0 : 1;
+        }
+    CHECK(live_nan == 0);
+    CHECK(padding_written == 0);
+
+    // Each of these sequences alone (one wave: no order kernel) gives the batch's bits.
+    for (const int32_t j : {n - 1, 0, 1, 17, 29, 30, 38}) {
+        gdn_tensors_t t = d.tensors();
+        t.cu_seqlens += j, t.state_indices += j, t.start_from_zero += j;
+        gdn_problem_t q = p.problem;
+        q.num_seqs = 1;
+        q.max_seqlen = 0;
+        d.reset_state();
+        d.fill_out_nan();
+        const gdn_status_t st = run(t, q, caps, ws);
+        INFO("sequence " << j << " alone: " << gdn_last_error());
+        REQUIRE(st == GDN_SUCCESS);
+        GDN_CUDA_CHECK(cudaDeviceSynchronize());
+        d.download();
+        const size_t o0 = size_t(p.cu_seqlens[size_t(j)]) * row, o1 = size_t(p.cu_seqlens[size_t(j) + 1]) * row;
+        CHECK(std::memcmp(p.out.data() + o0, out_all.data() + o0, o1 - o0) == 0);
+        const size_t sl = size_t(s.state_indices[size_t(j)]) * slot;
+        CHECK(std::memcmp(p.state.data() + sl, state_all.data() + sl, slot) == 0);
+    }
+    std::printf("fused row order: 40 sequences x 8 heads (longest last) give each sequence's bits alone, "
+                "from a graph of 2 nodes too\n");
+}
+
 TEST_CASE("tensor-core chunked path matches FP64 at 8192 and 32768 tokens, Hk 16, Hv 48",
           "[cuda][parity][tc][long]") {
     const gdn_caps_t caps = cuda_caps();
