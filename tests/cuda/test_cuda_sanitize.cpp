@@ -230,3 +230,42 @@ TEST_CASE("the fused path's output norm at 6 value heads, 16-byte and 4-byte row
         run_against_fp64(caps, s, 8e-3, f32_out ? "f32 out" : "bf16 out");
     }
 }
+
+// The fused path's rows longest sequence first (fused64_order_kernel ahead of the fused
+// kernel: a varlen batch whose pairs take more than one wave, lengths that differ): 70
+// sequences at 2 value heads (140 pairs), most of one token, a few of one or two chunks and
+// the longest last; a pool with padding entries (NaN rows) and zero starts. Small enough for
+// racecheck with every kernel instrumented.
+TEST_CASE("the fused path's rows longest sequence first (for compute-sanitizer)", "[cuda][sanitize][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    Spec s;
+    const int32_t n = 70;
+    for (int32_t i = 0; i < n; ++i) s.seq_lens.push_back(i % 10 == 4 ? 65 + i : 1);
+    s.seq_lens[n - 1] = 200;
+    for (int32_t i = 0; i < n; ++i) {
+        s.state_indices.push_back(i % 17 == 9 ? -1 : (11 * i + 5) % n);
+        s.start_from_zero.push_back(uint8_t(i % 5 == 2));
+    }
+    s.nan_in_padding = true;
+    s.hk = 1, s.hv = 2, s.k = s.v = 128;
+    s.input = GDN_DTYPE_BF16;
+    s.algorithm = GDN_ALGO_CHUNKED;
+    s.precision = GDN_PRECISION_BF16;
+    s.seed = 32;
+    run_against_fp64(caps, s, 8e-3, "rows longest first");
+    if (!(caps.features & GDN_FEATURE_WGMMA)) return;  // (no fused path: the C = 32 one ran)
+    // The call as a graph (captured, not run): the order kernel, then the fused one.
+    Problem p(s);
+    DeviceProblem d(p);
+    DeviceWorkspace ws;
+    REQUIRE(ws.size_for(caps, p.problem) == GDN_SUCCESS);
+    cudaStream_t stream;
+    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    REQUIRE(capture(d, p.problem, caps, ws, stream, &graph) == GDN_SUCCESS);
+    size_t nodes = 0;
+    GDN_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    CHECK(nodes == 2);
+    GDN_CUDA_CHECK(cudaGraphDestroy(graph));
+    GDN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
