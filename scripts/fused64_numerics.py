@@ -31,13 +31,20 @@ reach ~−300).
 Prints max|diff| / max|ref| of the outputs and the final state per regime (the probe's
 metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the results).
 
-    scripts/fused64_numerics.py [--scheme fused|fla] [--T 1000] [--heads 4] [--regime NAME|all]
+    scripts/fused64_numerics.py [--scheme fused|fla|scan32] [--T 1000] [--heads 4] [--regime NAME|all]
                                 [--spread 0.35] [--seed N] [--exact 0|1] [--tf32 0|1]
                                 [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N] [--solve exact|tf32]
+                                [--fmt bf16|fp16|fp16u] [--pairs all|tri] [--inputs bf16|f32]
+                                [--scan-terms tb,v,w,s,p,d,d2,kq]
 (--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
 probe's forms by default: 1, 1, 1, 2, 2, 1). `--solve tf32` forms T as the kernel's instances
 without the q/k L2 norm do (perf-notes v54: the FP32 diagonal blocks merged by TF32 products);
 `exact` (the default) as an FP32 inverse, which the NORM instances' split products approach.
+`--scheme scan32` models the two-kernel register-state scan (C = 32) instead, its operands' terms
+from `--scan-terms` (the BF16X3 mode's by default; see SCAN_TERMS). `--fmt fp16u` takes every split
+operand's terms in FP16 (a value and unscaled FP16 remainders), `fp16` with each remainder scaled
+by 2^11 (separate accumulators); `--pairs tri` keeps the term pairs i + j <= max(terms) - 1 as
+the kernels do (docs/perf-notes.md v100).
 """
 import argparse
 
@@ -78,14 +85,64 @@ def tf32_rna(x):
     return ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
-def split(x, terms):
-    """x as `terms` BF16 terms, each rounding what the ones before left (their sum, in FP32)."""
+def fp16(x):
+    """Round to the nearest FP16 (ties to even; subnormals below 2^-14, inf above 65504),
+    returned as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+# --fmt fp16: the split operands' terms in FP16 instead of BF16. Term i is stored scaled by
+# 2^(11 i) (so a remainder keeps FP16's 11 bits instead of falling into its subnormals) and its
+# products are scaled back by 2^(-11 i) after the FP32 sum: two terms carry ~22 bits, three ~33
+# (BF16: ~16 and ~24). The q/k/v inputs then enter the products as FP16 too. `fp16u`: the
+# remainders unscaled (one accumulator for every term pair; small remainders fall into FP16's
+# subnormals, an absolute error of up to 2^-25 each).
+FMT = "bf16"
+# --pairs tri: a product of split operands keeps the term pairs i + j <= max(terms) - 1 (what
+# the library's BF16X3 takes: hi·hi + hi·lo + lo·hi for two terms); `all` every pair.
+PAIRS = "all"
+
+
+def terms_of(x, terms):
+    """x as a list of `terms` terms, each rounding what the ones before left (in FP32)."""
     r = np.asarray(x, dtype=np.float32)
-    acc = np.zeros_like(r)
-    for _ in range(terms):
-        h = rnd(r)
-        acc, r = acc + h, (r - h).astype(np.float32)
+    out = []
+    for i in range(terms):
+        if not ROUND:
+            h = r
+        elif FMT == "fp16":
+            sc = np.float32(2.0 ** (11 * i))
+            h = (fp16(r * sc) / sc).astype(np.float32)
+        elif FMT == "fp16u":
+            sc = np.float32(1.0)
+            h = (fp16(r * sc) / sc).astype(np.float32)
+        else:
+            h = bf16(r)
+        out.append(h)
+        r = (r - h).astype(np.float32)
+    return out
+
+
+def split(x, terms):
+    """x as the sum (in FP32) of its `terms` terms (see terms_of)."""
+    acc = np.zeros_like(np.asarray(x, dtype=np.float32))
+    for h in terms_of(x, terms):
+        acc = acc + h
     return acc
+
+
+def tprod(a, ta, b, tb):
+    """a @ b with a as ta terms and b as tb terms: the pairs PAIRS keeps, summed in FP64 and
+    rounded to FP32 once."""
+    A, B = terms_of(a, ta), terms_of(b, tb)
+    lim = max(ta, tb) - 1 if PAIRS == "tri" else ta + tb
+    acc = 0.0
+    for i, x in enumerate(A):
+        for j, y in enumerate(B):
+            if i + j <= lim:
+                acc = acc + x.astype(np.float64) @ y.astype(np.float64)
+    return f32(acc)
 
 
 def f32(x):
@@ -156,20 +213,68 @@ def fused(q, k, v, g, b, s0, scale, terms):
             T = solve_fused_tf32(A)
         else:
             T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
-        TB = split(T * bc[None, :], terms["tb"])
-        P = split(np.where(low | np.eye(L, dtype=bool), scale * ed * qk, 0.0), terms["p"])
+        TB = T * bc[None, :]
+        P = np.where(low | np.eye(L, dtype=bool), scale * ed * qk, 0.0).astype(np.float32)
         eg = np.exp(gam).astype(np.float32)
         gl = gam[L - 1]
-        # The chain: [Sᵀk | Sᵀq] from Sᵀ in BF16.
-        Sb = split(S, terms["s"]).astype(np.float64)
-        SK = f32(kc.astype(np.float64) @ Sb)  # [L][V]: (Sᵀ k_t)ᵀ
-        SQ = f32(qc.astype(np.float64) @ Sb)
-        W = split(vc - eg[:, None] * SK, terms["w"])
-        D = f32(TB.astype(np.float64) @ W.astype(np.float64))
-        Dv = split(D, terms["d"])
-        out[c0:c0 + L] = f32((eg * scale)[:, None].astype(np.float64) * SQ + P.astype(np.float64) @ Dv)
-        D2 = split(np.exp(gl - gam)[:, None].astype(np.float32) * D, terms["d2"])
-        S = f32(np.exp(gl) * S.astype(np.float64) + kc.T.astype(np.float64) @ D2.astype(np.float64))
+        # The chain's inputs as its products take them: BF16 (exact), or FP16 under --fmt fp16.
+        kin, qin = (fp16(kc), fp16(qc)) if FMT != "bf16" and ROUND else (kc, qc)
+        # [Sᵀk | Sᵀq] from Sᵀ in its terms.
+        SK = tprod(kin, 1, S, terms["s"])  # [L][V]: (Sᵀ k_t)ᵀ
+        SQ = tprod(qin, 1, S, terms["s"])
+        W = (vc - eg[:, None] * SK).astype(np.float32)
+        D = tprod(TB, terms["tb"], W, terms["w"])
+        out[c0:c0 + L] = f32((eg * scale)[:, None].astype(np.float64) * SQ
+                             + tprod(P, terms["p"], D, terms["d"]).astype(np.float64))
+        D2 = (np.exp(gl - gam)[:, None].astype(np.float32) * D).astype(np.float32)
+        S = f32(np.exp(gl) * S.astype(np.float64) + tprod(kin.T, 1, D2, terms["d2"]).astype(np.float64))
+    return out, S
+
+
+# --scheme scan32: the two-kernel register-state scan's form (C = 32; chunk_prep.cu and
+# chunk_scan_mma.cuh, the BF16X3 mode), its operands' terms set by --scan-terms
+# (tb,v,w,s,p,d,d2,kq; BF16X3's by default) and --fmt / --pairs:
+#   prep: q·kᵀ and k·kᵀ from the inputs as kq terms (exact sums), A and T = (I + A)^-1 in
+#   FP32, Tβ = T diag(β), −W = −Tβ diag(e^γ) k (FP32, then split) and P;
+#   scan: Dᵀ = (Tβ v)ᵀ + Sᵀ(−W)ᵀ, Yqᵀ = Sᵀ qᵀ, O = e^γ scale Yq + P D,
+#   S = e^{γ_last} S + kᵀ D2 with D2 = e^{γ_last − γ} D.
+SCAN_TERMS = dict(tb=3, v=3, w=2, s=2, p=3, d=3, d2=3, kq=2)
+
+
+def scan32(q, k, v, g, b, s0, scale, terms):
+    C32 = 32
+    S = s0.astype(np.float32).copy()
+    n = len(q)
+    out = np.empty((n, V), dtype=np.float32)
+    # Inputs exact in the operands' format take one term (BF16 inputs in BF16; in FP16 when
+    # the conversion is exact), others their terms.
+    def nterms(x, t):
+        return 1 if np.array_equal(split(x, 1), x) else t
+    for c0 in range(0, n, C32):
+        L = min(C32, n - c0)
+        qc, kc, vc = q[c0:c0 + L], k[c0:c0 + L], v[c0:c0 + L]
+        tkq, tv = nterms(np.concatenate([qc, kc]), terms["kq"]), nterms(vc, terms["v"])
+        gam = np.cumsum(g[c0:c0 + L].astype(np.float32), dtype=np.float32)
+        bc = b[c0:c0 + L].astype(np.float32)
+        kk = tprod(kc, tkq, kc.T, tkq)
+        qk = tprod(qc, tkq, kc.T, tkq)
+        low = np.tril(np.ones((L, L), dtype=bool), -1)
+        caus = low | np.eye(L, dtype=bool)
+        ed = np.exp(np.where(caus, gam[:, None] - gam[None, :], -np.inf)).astype(np.float32)
+        A = np.where(low, bc[:, None] * ed * kk, 0.0).astype(np.float32)
+        T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
+        TB = (T * bc[None, :]).astype(np.float32)
+        eg = np.exp(gam).astype(np.float32)
+        NW = -mm(TB * eg[None, :], kc)  # −W = −Tβ diag(e^γ) k, FP32
+        P = np.where(caus, scale * ed * qk, 0.0).astype(np.float32)
+        gl = gam[L - 1]
+        D = f32(tprod(TB, terms["tb"], vc, tv).astype(np.float64)
+                + tprod(NW, terms["w"], S, terms["s"]).astype(np.float64))
+        YQ = tprod(qc, tkq, S, terms["s"])
+        out[c0:c0 + L] = f32((eg * scale)[:, None].astype(np.float64) * YQ
+                             + tprod(P, terms["p"], D, terms["d"]).astype(np.float64))
+        D2 = (np.exp(gl - gam)[:, None].astype(np.float32) * D).astype(np.float32)
+        S = f32(np.exp(gl) * S.astype(np.float64) + tprod(kc.T, tkq, D2, terms["d2"]).astype(np.float64))
     return out, S
 
 
@@ -242,17 +347,21 @@ def fla(q, k, v, g, b, s0, scale, use_tf32=False):
     return out, rnd(out), S
 
 
+IN_F32 = False  # --inputs f32: q, k, v kept in FP32 (the scan32 form splits them)
+
+
 def inputs(rng, T, regime, spread=0.35):
-    """Per-regime inputs for one (key head, value head): q, k, v BF16; g, β FP32; S0."""
-    q = bf16(rng.standard_normal((T, K)))
+    """Per-regime inputs for one (key head, value head): q, k, v BF16 (or FP32); g, β FP32; S0."""
+    cast = f32 if IN_F32 else bf16
+    q = cast(rng.standard_normal((T, K)))
     k = rng.standard_normal((T, K))
     if regime == "alike-keys":
         # Keys a step `spread` from one direction (0.35: k_t·k_i ~ 0.9, 1: ~0.5), so that
         # T = (I + A)^-1 is far from I.
         base = rng.standard_normal(K)
         k = base[None, :] + spread * rng.standard_normal((T, K))
-    k = bf16(k / np.linalg.norm(k, axis=1, keepdims=True))
-    v = bf16(rng.standard_normal((T, V)))
+    k = cast(k / np.linalg.norm(k, axis=1, keepdims=True))
+    v = cast(rng.standard_normal((T, V)))
     g = (-0.3 + 0.29 * rng.random(T)).astype(np.float32)  # the probe's gates
     b = rng.random(T).astype(np.float32)
     if regime == "no-decay":
@@ -274,7 +383,10 @@ REGIMES = ["probe", "no-decay", "weak-decay-beta1", "strong-decay", "alike-keys"
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scheme", default="fused", choices=["fused", "fla"])
+    ap.add_argument("--scheme", default="fused", choices=["fused", "fla", "scan32"])
+    ap.add_argument("--scan-terms", default=",".join(str(n) for n in SCAN_TERMS.values()),
+                    help="scan32: terms of " + ",".join(SCAN_TERMS) + " (BF16X3's by default)")
+    ap.add_argument("--inputs", default="bf16", choices=["bf16", "f32"])
     ap.add_argument("--T", type=int, default=1000)
     ap.add_argument("--heads", type=int, default=4, help="independent heads (the max over them)")
     for name, n in PROBE_TERMS.items():
@@ -285,18 +397,28 @@ def main():
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--exact", type=int, default=0, choices=[0, 1], help="no BF16/TF32 rounding in the model")
     ap.add_argument("--tf32", type=int, default=0, choices=[0, 1], help="fla: T's block merge with TF32 operands")
+    ap.add_argument("--fmt", default="bf16", choices=["bf16", "fp16", "fp16u"],
+                    help="fused: the split operands' terms in BF16 or in FP16 (scaled remainders)")
+    ap.add_argument("--pairs", default="all", choices=["all", "tri"],
+                    help="fused: every term pair of a split product, or i + j <= max(terms) - 1")
     ap.add_argument("--solve", default="exact", choices=["exact", "tf32"],
                     help="fused: T = (I + A)^-1 in FP32 (the split products) or by TF32 block merges")
     a = ap.parse_args()
-    global ROUND, SOLVE
-    SOLVE = a.solve
+    global ROUND, SOLVE, FMT, PAIRS, IN_F32
+    SOLVE, FMT, PAIRS, IN_F32 = a.solve, a.fmt, a.pairs, a.inputs == "f32"
+    sterms = dict(zip(SCAN_TERMS, (int(x) for x in a.scan_terms.split(","))))
     ROUND = not a.exact
     scale = 1.0 / np.sqrt(K)
     terms = {name: getattr(a, name) for name in PROBE_TERMS}
     if a.scheme == "fused":
         label = " ".join(f"{name} {n}" for name, n in terms.items()) + f", solve {a.solve}"
+        label += f", {a.fmt}" + (", pairs i+j<n" if a.pairs == "tri" else "")
+    elif a.scheme == "scan32":
+        label = "scan32 " + " ".join(f"{n} {t}" for n, t in sterms.items()) + f", {a.fmt}"
+        label += ", pairs i+j<n" if a.pairs == "tri" else ""
     else:
         label = "fla 0.5.2" + (", TF32 merge" if a.tf32 else "")
+    label += ", f32 inputs" if IN_F32 else ""
     label += ", exact" if a.exact else ""
     for regime in REGIMES if a.regime == "all" else [a.regime]:
         rng = np.random.default_rng(a.seed)
@@ -306,6 +428,9 @@ def main():
             ro, rs = reference(q, k, v, g, b, s0, scale)
             if a.scheme == "fused":
                 fo, fs = fused(q, k, v, g, b, s0, scale, terms)
+                fb = fo
+            elif a.scheme == "scan32":
+                fo, fs = scan32(q, k, v, g, b, s0, scale, sterms)
                 fb = fo
             else:
                 fo, fb, fs = fla(q, k, v, g, b, s0, scale, a.tf32)
