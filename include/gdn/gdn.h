@@ -56,8 +56,8 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 5
-#define GDN_VERSION_PATCH 5
+#define GDN_VERSION_MINOR 6
+#define GDN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -146,6 +146,12 @@ typedef enum gdn_precision_t {
                                  from FP64, between TF32X3 (~1e-6) and FP16 (~3e-4) (CUDA with
                                  the shared memory for it, H100/H200 at K = 128; elsewhere a
                                  more accurate path) */
+    GDN_PRECISION_FP16X3 = 5, /* near-FP32 tensor-core products on FP16 operands split into a
+                                 value and one or two unscaled FP16 remainders, FP32
+                                 accumulation: FP32-class errors at BF16X3's cost, within
+                                 FP16's range (entries beyond 65504 overflow, as under
+                                 GDN_PRECISION_FP16; since 0.6.0) (CUDA where BF16X3's scan
+                                 fits; elsewhere a more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

@@ -31,6 +31,9 @@ void set_reason(PathChoice* c, const std::string& why) {
 }
 
 bool lowp(gdn_precision_t p) { return p == GDN_PRECISION_FP16 || p == GDN_PRECISION_BF16; }
+// The near-FP32 modes of the register-state scan: 16-bit operands split into a
+// value and remainders.
+bool split_precision(gdn_precision_t p) { return p == GDN_PRECISION_BF16X3 || p == GDN_PRECISION_FP16X3; }
 
 // The chunked path this backend would take, if eligible: sets path/chunk/
 // precision and returns "" when eligible, or the reason it is not. The CPU's
@@ -38,7 +41,7 @@ bool lowp(gdn_precision_t p) { return p == GDN_PRECISION_FP16 || p == GDN_PRECIS
 // (for their bounds in CI): slower than its FP32 path (docs/cpu.md: 80.7
 // against 65.4 ms at T = 2048, H_v 48) and less accurate, so it runs only
 // where the caller forces the chunked path; auto serves FP16 and BF16 with
-// FP32, as it serves TF32X3 and BF16X3.
+// FP32, as it serves TF32X3, BF16X3 and FP16X3.
 std::string cpu_chunked(const Shape& s, PathChoice* c) {
     if (lowp(s.precision) && s.algorithm == GDN_ALGO_CHUNKED) {
         c->path = GDN_PATH_CHUNKED_LOWP_C16;
@@ -56,7 +59,8 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
                             PathChoice* c) {
     // FP32 (the default) keeps every product in FP32; any other precision the
     // caller allows takes the tensor-core scan with those operands (TF32X3:
-    // split operands, within ~1e-6 of FP32; BF16X3: split BF16 operands).
+    // split operands, within ~1e-6 of FP32; BF16X3 / FP16X3: split BF16 / FP16
+    // operands).
     const bool tc = precision != GDN_PRECISION_FP32;
     c->path = tc ? GDN_PATH_CHUNKED_TC : GDN_PATH_CHUNKED_FP32;
     c->chunk_size = policy::kCudaChunk;
@@ -66,9 +70,9 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
     if ((s.head_dim_k != 64 && s.head_dim_k != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
         return fmt::format("the CUDA chunked path takes K and V in {{64, 128}}, not K = {}, V = {}",
                            s.head_dim_k, s.head_dim_v);
-    // BF16/FP16/BF16X3 take the register-state scan, TF32X3 and FP32 the
-    // shared-memory one.
-    const bool split = precision == GDN_PRECISION_BF16X3;
+    // BF16/FP16/BF16X3/FP16X3 take the register-state scan, TF32X3 and FP32
+    // the shared-memory one.
+    const bool split = split_precision(precision);
     const bool reg_state = split || precision == GDN_PRECISION_BF16 || precision == GDN_PRECISION_FP16;
     const int32_t ncol = policy::cuda_scan_columns(s.num_k_heads, s.group, s.head_dim_v,
                                                    caps.multiprocessor_count, reg_state);
@@ -99,9 +103,10 @@ std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         c->chunk_size = policy::kCudaFusedChunk;
         c->cluster = int64_t(s.num_seqs) * s.num_v_heads <= int64_t(cuda_fused_cluster4_fit(caps.device)) ? 4 : 2;
     }
-    // BF16X3's scan needs more shared memory than TF32X3's (K = 128: H100/H200
-    // only); where it does not fit, the more accurate TF32X3 scan serves it.
-    if (!why.empty() && s.precision == GDN_PRECISION_BF16X3) {
+    // The split scans (BF16X3, FP16X3) need more shared memory than TF32X3's
+    // (K = 128: H100/H200 only); where they do not fit, the more accurate
+    // TF32X3 scan serves them.
+    if (!why.empty() && split_precision(s.precision)) {
         PathChoice tf32x3 = *c;
         if (cuda_chunked_as(caps, s, GDN_PRECISION_TF32X3, &tf32x3).empty()) {
             *c = tf32x3;
@@ -269,14 +274,15 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
         case GDN_BACKEND_HIP: not_eligible = hip_chunked(caps, s, t, &c); break;
         default: break;  // a value gdn.h does not name (rejected by validation)
     }
-    // A precision served by a more accurate one says so (CUDA: BF16X3 by
+    // A precision served by a more accurate one says so (CUDA: BF16X3 and FP16X3 by
     // TF32X3, whose scan needs less shared memory; the CPU: FP16 and BF16 by
     // FP32 under auto, faster than the C = 16 emulation). The clauses are
     // short so that the whole reason fits gdn_path_info_t.reason (at most
     // 191 characters; tests/test_validation.cpp checks every case).
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
-        served = "; TF32X3 serves BF16X3 (whose scan does not fit)";
+        served = fmt::format("; TF32X3 serves {} (whose scan does not fit)",
+                             s.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3");
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
         served = "; FP32 serves FP16/BF16 (faster on the CPU)";
     if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)

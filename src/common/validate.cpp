@@ -219,6 +219,7 @@ const char* precision_name(gdn_precision_t p) {
         case GDN_PRECISION_FP16: return "fp16";
         case GDN_PRECISION_BF16: return "bf16";
         case GDN_PRECISION_BF16X3: return "bf16x3";
+        case GDN_PRECISION_FP16X3: return "fp16x3";
         default: break;  // a value gdn.h does not name
     }
     return "?";
@@ -319,7 +320,7 @@ gdn_status_t read_problem(const gdn_problem_t* in, Shape* s) {
                     algorithm);
     if (precision != GDN_PRECISION_FP32 && precision != GDN_PRECISION_TF32X3 &&
         precision != GDN_PRECISION_FP16 && precision != GDN_PRECISION_BF16 &&
-        precision != GDN_PRECISION_BF16X3)
+        precision != GDN_PRECISION_BF16X3 && precision != GDN_PRECISION_FP16X3)
         return fail(GDN_ERROR_INVALID_ARGUMENT, "problem.precision ({}) is not a gdn_precision_t",
                     precision);
     if ((p.flags & ~GDN_FLAG_ALL_) != 0)

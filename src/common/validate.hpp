@@ -34,7 +34,7 @@ gdn_status_t check_sequence_arrays(const Shape& shape, const int32_t* cu_seqlens
 // Bytes of one element.
 inline size_t dtype_size(gdn_dtype_t t) { return t == GDN_DTYPE_F32 ? 4 : 2; }
 const char* dtype_name(gdn_dtype_t t);
-// "fp32", "tf32x3", "fp16", "bf16", "bf16x3" ("?" for a value gdn.h does not name).
+// "fp32", "tf32x3", "fp16", "bf16", "bf16x3", "fp16x3" ("?" for a value gdn.h does not name).
 const char* precision_name(gdn_precision_t p);
 
 }  // namespace gdn

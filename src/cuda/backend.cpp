@@ -136,12 +136,12 @@ struct ChunkLayout {
     size_t bytes;
 };
 
-// The BF16/FP16/BF16X3 modes run the register-state scan (chunk_scan_mma.cuh:
+// The BF16/FP16/BF16X3/FP16X3 modes run the register-state scan (chunk_scan_mma.cuh:
 // blocks of 64 columns of one value head, which the chunked path's V, 64 or
 // 128, allows; dispatch's reg_state is the same test); it reads the prep's
 // 16-bit k/q rows.
 bool use_scan_mma(ScanMode mode) {
-    return mode == ScanMode::kBf16 || mode == ScanMode::kFp16 || mode == ScanMode::kBf16x3;
+    return mode == ScanMode::kBf16 || mode == ScanMode::kFp16 || is_split_mode(mode);
 }
 
 ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode mode,
@@ -162,12 +162,14 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
         if (use_scan_mma(mode)) {
             w.kq16 = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
             w.W16 = c.take<uint16_t>(hv_rows * s.head_dim_k);
-            w.TP16 = c.take<uint16_t>(hv_rows * (mode == ScanMode::kBf16x3 ? kTp16Row<ScanMode::kBf16x3>
-                                                                            : kTp16Row<ScanMode::kBf16>));
+            w.TP16 = c.take<uint16_t>(hv_rows * (is_split_mode(mode) ? kTp16Row<ScanMode::kBf16x3>
+                                                                      : kTp16Row<ScanMode::kBf16>));
             w.F4 = c.take<float>(hv_rows * 4);
-            if (mode == ScanMode::kBf16x3) {
+            if (is_split_mode(mode)) {
+                // k/q rows of the mode's own 16-bit type are exact: no remainders.
+                const gdn_dtype_t exact_in = mode == ScanMode::kFp16x3 ? GDN_DTYPE_F16 : GDN_DTYPE_BF16;
                 w.W16lo = c.take<uint16_t>(hv_rows * s.head_dim_k);
-                if (s.input_dtype != GDN_DTYPE_BF16)
+                if (s.input_dtype != exact_in)
                     w.kq16lo = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
             }
         } else {
@@ -176,7 +178,7 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
             w.qkf = c.take<float>(size_t(s.num_k_heads) * rows * 2);
         }
         w.O = O;
-        w.kq16_fp16 = mode == ScanMode::kFp16 ? 1 : 0;
+        w.kq16_fp16 = mode == ScanMode::kFp16 || mode == ScanMode::kFp16x3 ? 1 : 0;
         w.rows = rows;
     }
     if (halves == 1) l.scratch[1] = l.scratch[0];
@@ -432,7 +434,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // the kernels' limits to what fits it), else three.
     const int stages = policy::cuda_scan_mma_stages(shape.head_dim_k, ncol,
                                                     caps.shared_mem_per_block_optin,
-                                                    mode == ScanMode::kBf16x3);
+                                                    is_split_mode(mode));
     // The scan's sequence lanes: a batch's sequences side by side where the
     // heads leave SMs free (dispatch.hpp).
     const int lanes = policy::cuda_scan_lanes(shape.num_k_heads, shape.group, shape.head_dim_v, ncol,

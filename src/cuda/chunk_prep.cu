@@ -4,10 +4,10 @@
 //     P[t][i] = e^{γ_t−γ_i} q̂_t·k̂_i       (i <= t)
 // One block per (32-token tile of chunk starts, key head): k̂·k̂ and q̂·k̂ once
 // per key head, then for each of its value heads T, γ and β on one warp and P
-// on another; in the BF16/FP16/BF16X3 modes those warps write the
+// on another; in the BF16/FP16/BF16X3/FP16X3 modes those warps write the
 // register-state scan's operands instead (−W, Tβ and P as 16-bit values, the
-// per-token factors; BF16X3 −W's remainders and Tβ's and P's second
-// remainders too; chunk_scan_mma.cuh). Chunks
+// per-token factors; BF16X3 and FP16X3 −W's remainders and Tβ's and P's
+// second remainders too; chunk_scan_mma.cuh). Chunks
 // start at their sequence's first token and every 32 tokens after it; a tile
 // usually holds one chunk start, more where sequences begin inside it. The rows are written at the chunk's position in the
 // window, so chunks of different sequences never share a row.
@@ -33,7 +33,8 @@ static_assert(kChunk == 32, "one lane per token of a chunk");
 // sum. Their products are exact in FP32; rows of another input type are each
 // a 16-bit value and its 16-bit remainder (three products: ~2^-16 relative).
 // BF16X3 (ScanMode::kBf16x3) as BF16, and its scan's operands split further:
-// the k/q rows' remainders (w.kq16lo) and −W's product and rounding.
+// the k/q rows' remainders (w.kq16lo) and −W's product and rounding; FP16X3
+// (ScanMode::kFp16x3) the same on FP16 terms.
 template <ScanMode GRAM>
 constexpr bool kMmaGram = kRegStateScan<GRAM>;
 
@@ -148,17 +149,16 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // same factors to its raw rows), and the rows into shared memory: scaled
     // (FP32 FMAs) or raw 16-bit values and remainders (MMA).
     auto to16 = [&](float x) -> uint16_t {
-        if constexpr (GRAM == ScanMode::kFp16) return __half_as_ushort(__float2half_rn(x));
+        if constexpr (!kBf16Operands<GRAM>) return __half_as_ushort(__float2half_rn(x));
         else return __bfloat16_as_ushort(__float2bfloat16_rn(x));
     };
     auto from16 = [&](uint16_t x) -> float {
-        if constexpr (GRAM == ScanMode::kFp16) return __half2float(__ushort_as_half(x));
+        if constexpr (!kBf16Operands<GRAM>) return __half2float(__ushort_as_half(x));
         else return __uint_as_float(uint32_t(x) << 16);
     };
     // Inputs of the mode's 16-bit type are exact operands: no remainders.
-    const bool exact = (kBf16Operands<GRAM> && p.in_dt == GDN_DTYPE_BF16) ||
-                       (GRAM == ScanMode::kFp16 && p.in_dt == GDN_DTYPE_F16);
-    constexpr bool X3 = GRAM == ScanMode::kBf16x3;
+    const bool exact = p.in_dt == (kBf16Operands<GRAM> ? GDN_DTYPE_BF16 : GDN_DTYPE_F16);
+    constexpr bool X3 = kSplitOperands<GRAM>;
     constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
     auto process_rows = [&](auto vec_t) {
         constexpr bool VEC = decltype(vec_t)::value;
@@ -229,8 +229,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                         put16(r16x2 + t * LD16, k2);
                         put16(r16x2 + (32 + t) * LD16, q2);
                     }
-                    // BF16X3: the scan's k/q remainders (w.kq16lo: not null
-                    // for inputs other than BF16, which are never exact here).
+                    // BF16X3/FP16X3: the scan's k/q remainders (w.kq16lo: not
+                    // null for inputs not of the mode's type, which are never
+                    // exact here).
                     if (X3 && t < L) {
                         uint16_t* lo = w.kq16lo + (dst - w.kq16);
                         put16(lo, kl16);
@@ -774,13 +775,15 @@ cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, cu
 }
 
 // The instance for the head dimension, the input width and the mode's
-// k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16/BF16X3 modes
-// only; W16lo in BF16X3 only).
+// k·k / q·k (the 16-bit rows w.kq16 are written in the BF16/FP16/BF16X3/FP16X3
+// modes only; W16lo in BF16X3 and FP16X3 only, which kq16_fp16 tells apart).
 template <int K, int IN_BYTES>
 cudaError_t launch_in(const Params& p, const ChunkScratch& w, const Window& win, cudaStream_t stream,
                       bool overlap) {
     if (!w.kq16) return launch<K, IN_BYTES, ScanMode::kFp32>(p, w, win, stream, overlap);
-    if (w.W16lo) return launch<K, IN_BYTES, ScanMode::kBf16x3>(p, w, win, stream, overlap);
+    if (w.W16lo)
+        return w.kq16_fp16 ? launch<K, IN_BYTES, ScanMode::kFp16x3>(p, w, win, stream, overlap)
+                           : launch<K, IN_BYTES, ScanMode::kBf16x3>(p, w, win, stream, overlap);
     if (w.kq16_fp16) return launch<K, IN_BYTES, ScanMode::kFp16>(p, w, win, stream, overlap);
     return launch<K, IN_BYTES, ScanMode::kBf16>(p, w, win, stream, overlap);
 }
@@ -800,18 +803,22 @@ cudaError_t set_attributes_k(size_t smem_limit) {
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16x3, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3, false>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16x3, false>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp32, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kBf16x3, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 2, ScanMode::kFp16x3, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp32, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16, true>),
                            reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16, true>),
-                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3, true>)})
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kBf16x3, true>),
+                           reinterpret_cast<const void*>(&chunk_prep_kernel<K, 4, ScanMode::kFp16x3, true>)})
         if (const cudaError_t e =
                 cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)))
             return e;

@@ -1,7 +1,7 @@
 // Launch code of the chunked path's scan (the kernels are in chunk_scan.cuh and
 // chunk_scan_mma.cuh,
 // compiled per mode and input element size: chunk_scan_in2.cu, chunk_scan_in4.cu,
-// chunk_scan_bf16.cu, chunk_scan_fp16.cu, chunk_scan_bf16x3.cu, chunk_scan_tf32x3.cu)
+// chunk_scan_bf16.cu, chunk_scan_fp16.cu, chunk_scan_bf16x3.cu, chunk_scan_fp16x3.cu, chunk_scan_tf32x3.cu)
 // and the output-norm pass that follows it when GDN_FLAG_OUTPUT_NORM is set.
 #include "cuda/chunk_scan.cuh"
 #include "cuda/chunk_scan_mma.cuh"
@@ -48,6 +48,7 @@ ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision) {
     switch (precision) {
         case GDN_PRECISION_BF16: return ScanMode::kBf16;
         case GDN_PRECISION_BF16X3: return ScanMode::kBf16x3;
+        case GDN_PRECISION_FP16X3: return ScanMode::kFp16x3;
         case GDN_PRECISION_FP16: return ScanMode::kFp16;
         default: return ScanMode::kTf32x3;
     }
@@ -59,7 +60,7 @@ cudaError_t launch_mode(const Params& p, const ChunkScratch& w, const Window& wi
                         int stages, int lanes, bool zero_empty, cudaStream_t stream, bool overlap) {
     if constexpr (kRegStateScan<MODE>) {
         // The register-state scan, on the 16-bit k/q rows the prep wrote.
-        if (!w.kq16 || (MODE == ScanMode::kBf16x3 && !w.W16lo)) return cudaErrorInvalidValue;
+        if (!w.kq16 || (kSplitOperands<MODE> && !w.W16lo)) return cudaErrorInvalidValue;
         if (p.in_dt == GDN_DTYPE_F32)
             return scan_mma::launch_in<4, MODE>(p, w, win, ncol, stages, lanes, zero_empty,
                                                  stream, overlap);
@@ -90,6 +91,9 @@ cudaError_t launch_chunk_scan(const Params& p, const ChunkScratch& w, const Wind
         case ScanMode::kBf16x3:
             return launch_mode<ScanMode::kBf16x3>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
                                                 stream, overlap);
+        case ScanMode::kFp16x3:
+            return launch_mode<ScanMode::kFp16x3>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
+                                                stream, overlap);
         case ScanMode::kTf32x3:
             return launch_mode<ScanMode::kTf32x3>(p, w, win, ncol, stages, lanes, zero_empty_sequences,
                                                 stream, overlap);
@@ -111,6 +115,7 @@ cudaError_t set_chunk_scan_attributes(size_t smem_limit) {
         scan_mma::set_attributes_in<2, ScanMode::kBf16>, scan_mma::set_attributes_in<4, ScanMode::kBf16>,
         scan_mma::set_attributes_in<2, ScanMode::kFp16>, scan_mma::set_attributes_in<4, ScanMode::kFp16>,
         scan_mma::set_attributes_in<2, ScanMode::kBf16x3>, scan_mma::set_attributes_in<4, ScanMode::kBf16x3>,
+        scan_mma::set_attributes_in<2, ScanMode::kFp16x3>, scan_mma::set_attributes_in<4, ScanMode::kFp16x3>,
     };
     for (F set : setters)
         if (const cudaError_t e = set(smem_limit)) return e;

@@ -53,6 +53,11 @@
 // (Tβ, P, Dᵀ, D2ᵀ, v; docs/perf-notes.md v17, v18) take a second remainder:
 // three BF16 terms, exact for an FP32 value. A product keeps the term pairs
 // i + j <= 2 (hi·hi + hi·lo + lo·hi for two-term operands).
+// FP16X3 (ScanMode::kFp16x3) is the same scan on FP16 terms: the remainders
+// unscaled FP16 (11 bits a term, so value + remainder hold ~22 of an FP32
+// value's 24 bits, against BF16's ~16), exact for f16 k/q/v; FP32-class
+// products (docs/perf-notes.md v100) within FP16's range (entries beyond 65504
+// overflow, as in the FP16 mode), remainders of tiny entries subnormal.
 // Accumulation and the state are FP32.
 #pragma once
 
@@ -85,7 +90,7 @@ constexpr int kLd16 = K + 8;
 // on the same shapes: the remainders' rows in a second set of atoms.
 #if defined(GDN_HAVE_WGMMA)
 template <ScanMode MODE>
-constexpr bool kWgmma = MODE == ScanMode::kBf16 || MODE == ScanMode::kFp16 || MODE == ScanMode::kBf16x3;
+constexpr bool kWgmma = kRegStateScan<MODE>;
 #else
 template <ScanMode MODE>
 constexpr bool kWgmma = false;
@@ -260,8 +265,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     // for a struct parameter: docs/perf-notes.md v39).
     const Window win{win_begin, win_end, win_slice};
     static_assert(kRegStateScan<MODE>, "16-bit operand modes");
-    // BF16X3: every operand of the state's chain a value and its remainder.
-    constexpr bool X3 = MODE == ScanMode::kBf16x3;
+    // BF16X3, FP16X3: every operand of the state's chain a value and its remainder.
+    constexpr bool X3 = kSplitOperands<MODE>;
     constexpr bool WG = kWgmma<MODE>;
     static_assert(!WG || NCOL == 64, "wgmma: the compute warps are one warpgroup of 64 columns");
     static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
@@ -660,7 +665,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     // v rows in the mode's 16-bit type are exact operands: no remainder product.
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
     const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == kBf16Operands<MODE>;
-    // BF16X3: the k/q rows' remainders (none for BF16 inputs: exact).
+    // BF16X3, FP16X3: the k/q rows' remainders (none for inputs of the mode's
+    // 16-bit type: exact).
     const bool kq_lo = X3 && w.kq16lo != nullptr;
     // The outputs: row stride and the element of (token 2tq, column c0).
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
@@ -1093,7 +1099,7 @@ template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
 cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
-    const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, MODE == ScanMode::kBf16x3);
+    const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, kSplitOperands<MODE>);
     if (p.token_state_indices) {
         if (win.slice) return cudaErrorInvalidValue;  // (the backend never slices them)
         return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, false, true>, grid,
@@ -1135,7 +1141,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     auto entry = [](auto kernel, int K, int stages) {
         return std::pair<const void*, size_t>{reinterpret_cast<const void*>(kernel),
                                               policy::cuda_scan_mma_smem_bytes(K, NCOL, stages,
-                                                                               MODE == ScanMode::kBf16x3)};
+                                                                               kSplitOperands<MODE>)};
     };
     for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, false>, 64, 3),
                                  entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, false>, 64, 4),
@@ -1153,7 +1159,8 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     return cudaSuccess;
 }
 
-// Instantiated in chunk_scan_bf16.cu and chunk_scan_fp16.cu (launch_in takes
+// Instantiated in chunk_scan_bf16.cu, chunk_scan_fp16.cu, chunk_scan_bf16x3.cu
+// and chunk_scan_fp16x3.cu (launch_in takes
 // the stage count, which chunk_scan.cuh's GDN_SCAN_INSTANCES does not).
 #define GDN_SCAN_MMA_INSTANCES(EXTERN, IN_BYTES, MODE)                                              \
     EXTERN template cudaError_t launch_in<IN_BYTES, MODE>(const Params&, const ChunkScratch&,      \
@@ -1166,6 +1173,8 @@ GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kFp16)
 GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kFp16)
 GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kBf16x3)
 GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kBf16x3)
+GDN_SCAN_MMA_INSTANCES(extern, 2, ScanMode::kFp16x3)
+GDN_SCAN_MMA_INSTANCES(extern, 4, ScanMode::kFp16x3)
 
 }  // namespace scan_mma
 }  // namespace gdn::cuda

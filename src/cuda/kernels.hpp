@@ -52,16 +52,16 @@ struct ChunkScratch {
     float* gb;      // [Hv][rows][2]: γ_t (running sum of g inside the chunk), β_t
     float* qkf;     // [Hk][rows][2]: the factors q̂ = qf·q and k̂ = kf·k
     float* O;       // [rows][Hv][V]: raw outputs before the output norm (OUTPUT_NORM only)
-    // The register-state scan's operands, BF16/FP16/BF16X3 modes (null in the
-    // others), as 16-bit values of the mode's type (kq16_fp16):
+    // The register-state scan's operands, BF16/FP16/BF16X3/FP16X3 modes (null
+    // in the others), as 16-bit values of the mode's type (kq16_fp16):
     uint16_t* kq16;  // [Hk][rows][2][K]: the raw k and q rows
     uint16_t* W16;   // [Hv][rows][K]: −W = −T diag(β e^γ kf) k
-    // BF16X3 only: the remainders of W16, and of kq16 where the inputs are not
-    // BF16 (else null: BF16 rows are exact).
+    // BF16X3 and FP16X3 only: the remainders of W16, and of kq16 where the
+    // inputs are not of the mode's 16-bit type (else null: such rows are exact).
     uint16_t* W16lo;   // [Hv][rows][K]
     uint16_t* kq16lo;  // [Hk][rows][2][K]
     uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
-                     // remainder (BF16X3: and a second remainder)
+                     // remainder (BF16X3, FP16X3: and a second remainder)
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
@@ -120,7 +120,8 @@ cudaError_t launch_chunk_prep(const Params& p, const ChunkScratch& w, const Wind
 // How the scan computes its products. FP32 and TF32X3 (chunk_scan.cuh): the
 // two state products ([S0ᵀk̂; S0ᵀq̂] and the update Σ k̂ D2ᵀ) in that
 // arithmetic, the small in-chunk products in FP32. BF16, FP16 and BF16X3
-// (chunk_scan_mma.cuh): every product of the chunk step on those operands.
+// (chunk_scan_mma.cuh), and FP16X3: every product of the chunk step on those
+// operands.
 enum class ScanMode : int {
     kFp32 = 0,    // FP32 FMAs (GDN_PATH_CHUNKED_FP32)
     kBf16 = 1,    // mma.sync m16n8k16, BF16 operands, FP32 accumulation and state
@@ -129,17 +130,25 @@ enum class ScanMode : int {
     kBf16x3 = 4,  // mma.sync m16n8k16, every operand a BF16 value + one BF16 remainder
                   // (Tβ, P, D, D2, v: two), the term pairs i + j <= 2; FP32 accumulation
                   // and state
+    kFp16x3 = 5,  // BF16X3's scan on FP16 terms: a value and unscaled FP16 remainders
+                  // (FP16's 11 bits a term: FP32-class products within FP16's range;
+                  // docs/perf-notes.md v100)
 };
 // The modes whose 16-bit operands are BF16, and those of the register-state
 // scan (variables, not functions: device code reads them too).
 template <ScanMode M>
 inline constexpr bool kBf16Operands = M == ScanMode::kBf16 || M == ScanMode::kBf16x3;
+// The split modes (every operand a value and remainders) are BF16X3 and FP16X3.
 template <ScanMode M>
-inline constexpr bool kRegStateScan = M == ScanMode::kBf16 || M == ScanMode::kFp16 || M == ScanMode::kBf16x3;
+inline constexpr bool kSplitOperands = M == ScanMode::kBf16x3 || M == ScanMode::kFp16x3;
+constexpr bool is_split_mode(ScanMode m) { return m == ScanMode::kBf16x3 || m == ScanMode::kFp16x3; }
+template <ScanMode M>
+inline constexpr bool kRegStateScan =
+    M == ScanMode::kBf16 || M == ScanMode::kFp16 || kSplitOperands<M>;
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
-// each); BF16X3 adds Tβ's and P's second remainders.
+// each); the split modes add Tβ's and P's second remainders.
 template <ScanMode M>
-inline constexpr int kTp16Row = M == ScanMode::kBf16x3 ? 192 : 128;
+inline constexpr int kTp16Row = kSplitOperands<M> ? 192 : 128;
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
