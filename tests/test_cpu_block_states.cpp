@@ -274,6 +274,8 @@ TEST_CASE("block states: the chunked path where it keeps them, else sequential, 
         {GDN_PRECISION_BF16, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},   // the register-state scan
         {GDN_PRECISION_BF16, GDN_DTYPE_BF16, GDN_PATH_CHUNKED_TC, 64},  // the fused kernel
         {GDN_PRECISION_BF16X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_F32, GDN_PATH_CHUNKED_TC, 32},  // BF16X3's split scan
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_F16, GDN_PATH_CHUNKED_TC, 32},
     };
     for (const auto& cp : cuda_paths) {
         prob.precision = cp.precision;

@@ -212,48 +212,53 @@ TEST_CASE("auto's length rule on the CPU: from 16 tokens with K and V >= 128, 24
     }
 }
 
-TEST_CASE("BF16X3 on the CPU is the FP32 chunked path: the same bits as FP32", "[cpu][dispatch]") {
-    // BF16X3 asks for near-FP32 products; the CPU has no split-operand
-    // kernels, and a more accurate path is always allowed, so its FP32
-    // chunked path serves it (reported as such) and the bits are FP32's.
+TEST_CASE("BF16X3 and FP16X3 on the CPU are the FP32 chunked path: the same bits as FP32", "[cpu][dispatch]") {
+    // BF16X3 and FP16X3 ask for near-FP32 products; the CPU has no
+    // split-operand kernels, and a more accurate path is always allowed, so
+    // its FP32 chunked path serves them (reported as such) and the bits are
+    // FP32's, whatever the inputs' type.
     const gdn_caps_t caps = cpu_caps();
-    for (gdn_dtype_t input : {GDN_DTYPE_F32, GDN_DTYPE_BF16})
-        for (gdn_algorithm_t algo : {GDN_ALGO_AUTO, GDN_ALGO_CHUNKED}) {
-            Spec s;
-            s.seq_lens = {130, 64, 7};  // auto: the longest sequence (130) takes the chunked path
-            s.hk = 2;
-            s.hv = 4;
-            s.k = 64;
-            s.v = 32;
-            s.input = s.gate = input;
-            s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
-            s.algorithm = algo;
-            s.precision = GDN_PRECISION_BF16X3;
-            s.seed = 29;
-            Problem x3(s);
-            INFO(path_name(algo) << ", " << (input == GDN_DTYPE_BF16 ? "bf16" : "f32") << " inputs");
-            gdn_path_info_t info;
-            gdn_path_info_init(&info);
-            gdn_tensors_t t = x3.tensors();
-            REQUIRE(gdn_select_path(&caps, &x3.problem, &t, &info) == GDN_SUCCESS);
-            INFO(info.reason);
-            CHECK(info.path == GDN_PATH_CHUNKED_FP32);
-            CHECK(info.precision == GDN_PRECISION_FP32);
-            CHECK(info.chunk_size == 32);
-            REQUIRE(run(x3, caps) == GDN_SUCCESS);
-            s.precision = GDN_PRECISION_FP32;
-            Problem fp32(s);
-            REQUIRE(run(fp32, caps) == GDN_SUCCESS);
-            CHECK(first_byte_difference(x3.out, fp32.out, "out, BF16X3 vs FP32") == "");
-            CHECK(first_byte_difference(x3.state, fp32.state, "state, BF16X3 vs FP32") == "");
-            // Short prompts: auto's sequential kernel, FP32 as well.
-            if (algo == GDN_ALGO_AUTO) {
-                s.precision = GDN_PRECISION_BF16X3;
-                s.seq_lens = {40, 3};
-                Problem short_p(s);
-                CHECK(selected_path(short_p, caps) == GDN_PATH_SEQUENTIAL);
+    for (gdn_precision_t x3 : {GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3})
+        for (gdn_dtype_t input : {GDN_DTYPE_F32, GDN_DTYPE_F16, GDN_DTYPE_BF16})
+            for (gdn_algorithm_t algo : {GDN_ALGO_AUTO, GDN_ALGO_CHUNKED}) {
+                const char* name = x3 == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3";
+                Spec s;
+                s.seq_lens = {130, 64, 7};  // auto: the longest sequence (130) takes the chunked path
+                s.hk = 2;
+                s.hv = 4;
+                s.k = 64;
+                s.v = 32;
+                s.input = s.gate = input;
+                s.flags = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
+                s.algorithm = algo;
+                s.precision = x3;
+                s.seed = 29;
+                Problem x(s);
+                INFO(name << ", " << path_name(algo) << ", "
+                          << (input == GDN_DTYPE_BF16 ? "bf16" : input == GDN_DTYPE_F16 ? "f16" : "f32")
+                          << " inputs");
+                gdn_path_info_t info;
+                gdn_path_info_init(&info);
+                gdn_tensors_t t = x.tensors();
+                REQUIRE(gdn_select_path(&caps, &x.problem, &t, &info) == GDN_SUCCESS);
+                INFO(info.reason);
+                CHECK(info.path == GDN_PATH_CHUNKED_FP32);
+                CHECK(info.precision == GDN_PRECISION_FP32);
+                CHECK(info.chunk_size == 32);
+                REQUIRE(run(x, caps) == GDN_SUCCESS);
+                s.precision = GDN_PRECISION_FP32;
+                Problem fp32(s);
+                REQUIRE(run(fp32, caps) == GDN_SUCCESS);
+                CHECK(first_byte_difference(x.out, fp32.out, "out, split mode vs FP32") == "");
+                CHECK(first_byte_difference(x.state, fp32.state, "state, split mode vs FP32") == "");
+                // Short prompts: auto's sequential kernel, FP32 as well.
+                if (algo == GDN_ALGO_AUTO) {
+                    s.precision = x3;
+                    s.seq_lens = {40, 3};
+                    Problem short_p(s);
+                    CHECK(selected_path(short_p, caps) == GDN_PATH_SEQUENTIAL);
+                }
             }
-        }
 }
 
 TEST_CASE("the baseline build of the kernels (no AVX2) matches FP64 too", "[cpu][accuracy]") {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/dispatch.hpp"
+#include "common/validate.hpp"
 #include "gdn/gdn.h"
 
 namespace {
@@ -154,10 +155,10 @@ TEST_CASE("GDN_FLAG_PDL is accepted and changes no bit on the CPU", "[validation
 }
 
 TEST_CASE("every precision gdn.h names is accepted", "[validation]") {
-    // BF16X3 (4) is the newest; the value after it is not a precision (the
+    // FP16X3 (5) is the newest; the value after it is not a precision (the
     // table below).
     for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_FP16,
-                                      GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
+                                      GDN_PRECISION_BF16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         INFO("precision " << int(precision));
         Fixture f;
         f.problem.precision = precision;
@@ -167,6 +168,18 @@ TEST_CASE("every precision gdn.h names is accepted", "[validation]") {
         CHECK(f.run() == GDN_SUCCESS);
         CHECK(std::string(gdn_last_error()).empty());
     }
+}
+
+TEST_CASE("every precision gdn.h names has its name, and only those", "[validation]") {
+    // The benchmarks' tables and the names they take (gdn-bench --precision).
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_FP32)) == "fp32");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_TF32X3)) == "tf32x3");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_FP16)) == "fp16");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_BF16)) == "bf16");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_BF16X3)) == "bf16x3");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_FP16X3)) == "fp16x3");
+    CHECK(std::string(gdn::precision_name(gdn_precision_t(6))) == "?");
+    CHECK(std::string(gdn::precision_name(GDN_PRECISION_MAX_ENUM_)) == "?");
 }
 
 TEST_CASE("null structs are rejected by name", "[validation]") {
@@ -209,7 +222,7 @@ TEST_CASE("bad problem sizes and enums name the field and value", "[validation]"
         {"num_state_slots", [](gdn_problem_t& p) { p.num_state_slots = -1; }, GDN_ERROR_INVALID_ARGUMENT, "problem.num_state_slots (-1)"},
         {"algorithm", [](gdn_problem_t& p) { p.algorithm = gdn_algorithm_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.algorithm (9)"},
         {"precision", [](gdn_problem_t& p) { p.precision = gdn_precision_t(9); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (9)"},
-        {"precision after BF16X3", [](gdn_problem_t& p) { p.precision = gdn_precision_t(5); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (5)"},
+        {"precision after FP16X3", [](gdn_problem_t& p) { p.precision = gdn_precision_t(6); }, GDN_ERROR_INVALID_ARGUMENT, "problem.precision (6)"},
         {"flags", [](gdn_problem_t& p) { p.flags = 1u << 20; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100000)"},
         {"flags, the lowest unknown bit", [](gdn_problem_t& p) { p.flags = 1u << 8; }, GDN_ERROR_INVALID_ARGUMENT, "problem.flags (0x100) has unknown bits 0x100"},
         {"scale NaN", [](gdn_problem_t& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); }, GDN_ERROR_INVALID_ARGUMENT, "problem.scale (nan)"},
@@ -495,7 +508,7 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
     CHECK(info.path == GDN_PATH_CHUNKED_FP32);
     CHECK(info.precision == GDN_PRECISION_FP32);
     const gdn_precision_t allowed[] = {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
-                                       GDN_PRECISION_BF16X3};
+                                       GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3};
     for (gdn_precision_t precision : allowed) {
         p.precision = precision;
         p.algorithm = GDN_ALGO_AUTO;
@@ -519,13 +532,13 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             // output. Each piece is a multiple of the alignment. BF16X3: the
             // same, the remainders of −W (Hv x K halves), the second
             // remainders of Tβ and P (Hv x 64 halves) and, for inputs other
-            // than bf16 (these are f32), the k and q rows' (Hk x 2K).
+            // than bf16 (these are f32), the k and q rows' (Hk x 2K). FP16X3:
+            // BF16X3's (its remainders left out for f16 inputs instead).
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
             const size_t split = 2 * rows * (size_t(48) * (128 + 64) * 2 + size_t(16) * 2 * 128 * 2);
-            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3   ? fp32_bytes
-                               : precision == GDN_PRECISION_BF16X3 ? mma + split
-                                                                   : mma));
+            const bool x3 = precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3;
+            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3 ? fp32_bytes : x3 ? mma + split : mma));
             CHECK(fp32_bytes > 0);
         }
         // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
@@ -549,9 +562,9 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
         CHECK(gdn_select_path(&turing, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         CHECK(std::string(gdn_last_error()).find("sm_80") != std::string::npos);
     }
-    // The CPU backend serves TF32X3 and BF16X3 with its FP32 path (more
-    // accurate).
-    for (gdn_precision_t precision : {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3}) {
+    // The CPU backend serves TF32X3, BF16X3 and FP16X3 with its FP32 path
+    // (more accurate).
+    for (gdn_precision_t precision : {GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         gdn_problem_t cpu_p = p;
         cpu_p.precision = precision;
         cpu_p.algorithm = GDN_ALGO_CHUNKED;
@@ -635,10 +648,14 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         CHECK(chunk(h200, x, nullptr) == 64);
     }
     // Other precisions never take it.
-    for (gdn_precision_t other : {GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_TF32X3}) {
+    for (gdn_precision_t other :
+         {GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3, GDN_PRECISION_TF32X3}) {
         gdn_problem_t x = p;
         x.precision = other;
         REQUIRE(gdn_select_path(&h200, &x, nullptr, &info) == GDN_SUCCESS);
+        INFO("precision " << int(other) << ": " << info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == other);
         CHECK(info.chunk_size == 32);
     }
     // With tensors: q/k/v rows by TMA need 16-byte aligned pointers and strides.
@@ -694,77 +711,102 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
     CHECK(why.find("sm_89 allows 101376") != std::string::npos);
 }
 
-TEST_CASE("CUDA: BF16X3 takes its split scan where it fits, else the TF32X3 scan",
+TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the TF32X3 scan",
           "[validation][dispatch]") {
-    Fixture f;
-    gdn_path_info_t info;
-    gdn_path_info_init(&info);
-    auto select = [&](const gdn_caps_t& c, const gdn_problem_t& p) {
-        const gdn_status_t st = gdn_select_path(&c, &p, nullptr, &info);
-        INFO(c.arch << ", K = " << p.head_dim_k << ": " << info.reason << gdn_last_error());
-        REQUIRE(st == GDN_SUCCESS);
-    };
-    // The tensor-core path in `precision`.
-    auto expect_tc = [&](const gdn_caps_t& c, const gdn_problem_t& p, gdn_precision_t precision) {
-        select(c, p);
-        CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == precision);
-    };
-    const gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
-    const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
-    gdn_problem_t p = engine_prompt(f.problem);
-    p.precision = GDN_PRECISION_BF16X3;
-    // K = 128: three split stages, 230400 bytes; the H100/H200 have them.
-    expect_tc(h200, p, GDN_PRECISION_BF16X3);
-    CHECK(info.chunk_size == 32);
-    // K = 64: 156672 bytes, which the A100 has too.
-    gdn_problem_t k64 = p;
-    k64.head_dim_k = 64;
-    expect_tc(a100, k64, GDN_PRECISION_BF16X3);
-    expect_tc(h200, k64, GDN_PRECISION_BF16X3);
-    // K = 128 on the A100: the TF32X3 scan serves it (more accurate, not
-    // BF16, which would fit but is less so). With 8 value heads its grid
-    // fits one wave with 32 columns, 161280 bytes.
-    gdn_problem_t small = p;
-    small.num_k_heads = 4;
-    small.num_v_heads = 8;
-    expect_tc(a100, small, GDN_PRECISION_TF32X3);
-    CHECK(info.chunk_size == 32);
-    CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
-    gdn_problem_t forced = small;
-    forced.algorithm = GDN_ALGO_CHUNKED;
-    expect_tc(a100, forced, GDN_PRECISION_TF32X3);
-    // The engine shape's TF32X3 scan needs 64 columns on 108 SMs (210432
-    // bytes): neither fits the A100, so auto is sequential and forced
-    // chunked says what BF16X3 needed.
-    select(a100, p);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
-    CHECK(info.precision == GDN_PRECISION_FP32);
-    forced = p;
-    forced.algorithm = GDN_ALGO_CHUNKED;
-    CHECK(gdn_select_path(&a100, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
-    const std::string why = gdn_last_error();
-    INFO(why);
-    CHECK(why.find("230400 bytes of shared memory") != std::string::npos);
-    CHECK(why.find("sm_80 allows 166912") != std::string::npos);
-    // The edge, with the H200's SMs (the TF32X3 grid takes 48 columns,
-    // 185856 bytes): 230400 bytes take the split scan, one byte less the
-    // TF32X3 one.
-    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 230400, 233472);
-    expect_tc(just, forced, GDN_PRECISION_BF16X3);
-    CHECK(std::string(info.reason).find("serves") == std::string::npos);
-    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 230399, 233472);
-    expect_tc(short_by_one, forced, GDN_PRECISION_TF32X3);
-    CHECK(std::string(info.reason).find("TF32X3 serves BF16X3") != std::string::npos);
-    // HIP's chunked path has FP16 operands only: BF16X3 never takes it.
-    gdn_caps_t gfx = f.caps;
-    gfx.backend = GDN_BACKEND_HIP;
-    std::snprintf(gfx.arch, sizeof gfx.arch, "gfx1100");
-    gfx.features = GDN_FEATURE_GFX11_WMMA;
-    select(gfx, p);
-    CHECK(info.path == GDN_PATH_SEQUENTIAL);
-    CHECK(gdn_select_path(&gfx, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
-    CHECK(std::string(gdn_last_error()).find("GDN_PRECISION_FP16") != std::string::npos);
+    // FP16X3 is BF16X3 on FP16 terms: the same split scan (the same shared
+    // memory), the same TF32X3 scan where it does not fit, named in the reason.
+    for (gdn_precision_t x3 : {GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
+        const bool fp16 = x3 == GDN_PRECISION_FP16X3;
+        const std::string served = fp16 ? "TF32X3 serves FP16X3 (whose scan does not fit)"
+                                        : "TF32X3 serves BF16X3 (whose scan does not fit)";
+        const std::string other = fp16 ? "BF16X3" : "FP16X3";
+        INFO((fp16 ? "FP16X3" : "BF16X3"));
+        Fixture f;
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        auto select = [&](const gdn_caps_t& c, const gdn_problem_t& p) {
+            const gdn_status_t st = gdn_select_path(&c, &p, nullptr, &info);
+            INFO(c.arch << ", K = " << p.head_dim_k << ": " << info.reason << gdn_last_error());
+            REQUIRE(st == GDN_SUCCESS);
+        };
+        // The tensor-core path in `precision`.
+        auto expect_tc = [&](const gdn_caps_t& c, const gdn_problem_t& p, gdn_precision_t precision) {
+            select(c, p);
+            CHECK(info.path == GDN_PATH_CHUNKED_TC);
+            CHECK(info.precision == precision);
+        };
+        const gdn_caps_t h200 = cuda_card(f.caps, "sm_90", 9, 0, 132, 232448, 233472);
+        const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
+        gdn_problem_t p = engine_prompt(f.problem);
+        p.precision = x3;
+        // K = 128: three split stages, 230400 bytes; the H100/H200 have them.
+        expect_tc(h200, p, x3);
+        CHECK(info.chunk_size == 32);
+        CHECK(std::string(info.reason).find("serves") == std::string::npos);
+        // K = 64: 156672 bytes, which the A100 has too.
+        gdn_problem_t k64 = p;
+        k64.head_dim_k = 64;
+        expect_tc(a100, k64, x3);
+        expect_tc(h200, k64, x3);
+        // The inputs' dtype does not change the path (only the workspace).
+        for (gdn_dtype_t input : {GDN_DTYPE_F16, GDN_DTYPE_BF16}) {
+            gdn_problem_t typed = p;
+            typed.input_dtype = typed.gate_dtype = input;
+            expect_tc(h200, typed, x3);
+            CHECK(info.chunk_size == 32);
+        }
+        // K = 128 on the A100: the TF32X3 scan serves it (more accurate, not
+        // BF16 or FP16, which would fit but are less so). With 8 value heads
+        // its grid fits one wave with 32 columns, 161280 bytes.
+        gdn_problem_t small = p;
+        small.num_k_heads = 4;
+        small.num_v_heads = 8;
+        expect_tc(a100, small, GDN_PRECISION_TF32X3);
+        CHECK(info.chunk_size == 32);
+        CHECK(std::string(info.reason).find(served) != std::string::npos);
+        CHECK(std::string(info.reason).find(other) == std::string::npos);
+        gdn_problem_t forced = small;
+        forced.algorithm = GDN_ALGO_CHUNKED;
+        expect_tc(a100, forced, GDN_PRECISION_TF32X3);
+        CHECK(std::string(info.reason).find(served) != std::string::npos);
+        // The engine shape's TF32X3 scan needs 64 columns on 108 SMs (210432
+        // bytes): neither fits the A100, so auto is sequential and forced
+        // chunked says what the split scan needed.
+        select(a100, p);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+        forced = p;
+        forced.algorithm = GDN_ALGO_CHUNKED;
+        CHECK(gdn_select_path(&a100, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+        const std::string why = gdn_last_error();
+        INFO(why);
+        CHECK(why.find("230400 bytes of shared memory") != std::string::npos);
+        CHECK(why.find("sm_80 allows 166912") != std::string::npos);
+        // The edge, with the H200's SMs (the TF32X3 grid takes 48 columns,
+        // 185856 bytes): 230400 bytes take the split scan, one byte less the
+        // TF32X3 one.
+        const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 230400, 233472);
+        expect_tc(just, forced, x3);
+        CHECK(std::string(info.reason).find("serves") == std::string::npos);
+        const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 230399, 233472);
+        expect_tc(short_by_one, forced, GDN_PRECISION_TF32X3);
+        CHECK(std::string(info.reason).find(served) != std::string::npos);
+        CHECK(std::string(info.reason).find(other) == std::string::npos);
+        // HIP's chunked path has FP16 operands only (GDN_PRECISION_FP16):
+        // neither split mode takes it, FP16X3 included.
+        gdn_caps_t gfx = f.caps;
+        gfx.backend = GDN_BACKEND_HIP;
+        std::snprintf(gfx.arch, sizeof gfx.arch, "gfx1100");
+        gfx.features = GDN_FEATURE_GFX11_WMMA;
+        select(gfx, p);
+        CHECK(info.path == GDN_PATH_SEQUENTIAL);
+        CHECK(info.precision == GDN_PRECISION_FP32);
+        CHECK(gdn_select_path(&gfx, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+        CHECK(std::string(gdn_last_error()).find("problem.precision = GDN_PRECISION_FP16") != std::string::npos);
+        gdn_problem_t f16_in = forced;  // f16 inputs do not make FP16X3 HIP's FP16
+        f16_in.input_dtype = f16_in.gate_dtype = GDN_DTYPE_F16;
+        CHECK(gdn_select_path(&gfx, &f16_in, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+    }
 }
 
 #if defined(GDN_TESTS_HAVE_CUDA)
@@ -791,18 +833,21 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // (per key head), −W, Tβ and P (values and remainders) and four factors
     // (per value head) as the register-state scan reads them. BF16X3: BF16's,
     // the remainders of −W, the second remainders of Tβ and P, and (inputs
-    // other than bf16; these are f32) the k/q rows' remainders. Each piece is
-    // a multiple of the alignment.
+    // other than bf16; these are f32) the k/q rows' remainders. FP16X3:
+    // BF16X3's, the k/q rows' remainders left out for f16 inputs instead.
+    // Each piece is a multiple of the alignment.
     const size_t rows = 2048 + 32;
     const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
     const size_t bf16 = 16 * rows * 2 * 128 * 2 + 48 * rows * (128 * 2 + 128 * 2 + 4 * 4);
     const size_t bf16x3_bf16_in = bf16 + 48 * rows * (128 + 64) * 2;
     const size_t bf16x3 = bf16x3_bf16_in + 16 * rows * 2 * 128 * 2;
-    for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3}) {
+    for (gdn_precision_t precision :
+         {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         p.precision = precision;
-        const size_t one = precision == GDN_PRECISION_BF16     ? bf16
-                           : precision == GDN_PRECISION_BF16X3 ? bf16x3
-                                                               : fp32;
+        const size_t one = precision == GDN_PRECISION_BF16 ? bf16
+                           : precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3
+                               ? bf16x3
+                               : fp32;
         INFO("precision " << int(precision));
         // One window: nothing to overlap, the same scratch on both cards.
         CHECK(bytes(h200, 2048) == one);
@@ -816,10 +861,26 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         CHECK(bytes(sm80, 32768) == one);
     }
     // BF16X3 with bf16 inputs: the k/q rows are exact in BF16, no remainders.
-    p.precision = GDN_PRECISION_BF16X3;
-    p.input_dtype = p.gate_dtype = GDN_DTYPE_BF16;
-    CHECK(bytes(h200, 2048) == bf16x3_bf16_in);
-    CHECK(bytes(h200, 32768) == 2 * bf16x3_bf16_in);
+    // FP16X3 with f16 inputs: exact in FP16, none either. The other 16-bit
+    // type is not exact in the split one's: its remainders are kept.
+    const struct {
+        gdn_precision_t precision;
+        gdn_dtype_t input;
+        size_t one;
+    } typed[] = {
+        {GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, bf16x3_bf16_in},
+        {GDN_PRECISION_BF16X3, GDN_DTYPE_F16, bf16x3},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_F16, bf16x3_bf16_in},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, bf16x3},
+    };
+    for (const auto& x : typed) {
+        INFO("precision " << int(x.precision) << ", input " << int(x.input));
+        p.precision = x.precision;
+        p.input_dtype = p.gate_dtype = x.input;
+        CHECK(bytes(h200, 2048) == x.one);
+        CHECK(bytes(h200, 32768) == 2 * x.one);
+        CHECK(bytes(sm80, 32768) == x.one);
+    }
 }
 #endif
 
@@ -859,7 +920,7 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
     CHECK(std::string(gdn_last_error()).find("136704 bytes of shared memory") != std::string::npos);
 }
 
-TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation][dispatch]") {
+TEST_CASE("CUDA: the BF16X3 and FP16X3 scan's stages hold the remainders too", "[validation][dispatch]") {
     namespace policy = gdn::policy;
     // A split stage holds the k, q and −W rows twice (values and
     // remainders) and Tβ, P three times: 76800 bytes at K = 128, 52224 at
@@ -876,6 +937,31 @@ TEST_CASE("CUDA: the BF16X3 scan's stages hold the remainders too", "[validation
     // The edge: four exactly where they fit.
     CHECK(policy::cuda_scan_mma_stages(64, 64, 212992, true) == 4);
     CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, true) == 3);
+    // Both split modes take these stages (FP16X3 is BF16X3 on FP16 terms):
+    // at K = 64, 156672 bytes take the split scan in the precision asked
+    // for, one byte less the TF32X3 scan (which fits), and says so.
+    Fixture f;
+    gdn_problem_t p = engine_prompt(f.problem);
+    p.head_dim_k = 64;
+    p.algorithm = GDN_ALGO_CHUNKED;
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 156672, 233472);
+    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 156671, 233472);
+    for (gdn_precision_t x3 : {GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
+        p.precision = x3;
+        INFO("precision " << int(x3));
+        REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == x3);
+        REQUIRE(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK(info.precision == GDN_PRECISION_TF32X3);
+        CHECK(std::string(info.reason)
+                  .find(x3 == GDN_PRECISION_FP16X3 ? "TF32X3 serves FP16X3" : "TF32X3 serves BF16X3") !=
+              std::string::npos);
+    }
 }
 
 TEST_CASE("CUDA: the chunked scans' sequence lanes", "[validation][dispatch]") {
@@ -909,7 +995,7 @@ TEST_CASE("CUDA: time-sliced windows for batches of long sequences", "[validatio
     const int64_t w = policy::kCudaWindowTokens;  // 2048
     // The slice for H_k key heads, H_v = G · H_k value heads, V = 128, 132 SMs,
     // windows of 2048 tokens in two halves; the register-state scan (BF16,
-    // FP16, BF16X3: 64 columns a block) or the shared-memory one (FP32,
+    // FP16, BF16X3, FP16X3: 64 columns a block) or the shared-memory one (FP32,
     // TF32X3: the widths cuda_scan_columns gives).
     auto slice = [&](int32_t n, int64_t max_seqlen, int64_t T, int32_t hk, int32_t g, bool reg) {
         const int32_t ncol = policy::cuda_scan_columns(hk, g, 128, 132, reg);
@@ -1029,15 +1115,16 @@ TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole"
         {1, 1, 16, 48, 128, 128},     {1, 15, 2, 4, 64, 64},          {1, 300, 16, 48, 128, 128},
         {1, 32768, 16, 48, 128, 128}, {8, 8 * 4096, 32, 64, 128, 128}, {300, 300 * 2, 16, 48, 128, 128},
         {4, 4000, 2, 6, 96, 128},     {2, 4096, 64, 128, 128, 128},   {2, 2000000000, 16, 48, 128, 128},
+        {1, 4096, 4, 8, 128, 128},  // the A100: TF32X3 serves BF16X3 / FP16X3
     };
     const uint32_t flag_sets[] = {0u, GDN_FLAG_TOKEN_STATES, GDN_FLAG_TOKEN_STATES | GDN_FLAG_BLOCK_STATES,
                                   GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM};
-    size_t longest = 0, answered = 0;
+    size_t longest = 0, answered = 0, bf16x3_served = 0, fp16x3_served = 0;
     std::string longest_reason;
     for (const gdn_caps_t& card : cards)
         for (const Shape& sh : shapes)
-            for (gdn_dtype_t input : {GDN_DTYPE_F32, GDN_DTYPE_BF16})
-                for (int precision = 0; precision <= int(GDN_PRECISION_BF16X3); ++precision)
+            for (gdn_dtype_t input : {GDN_DTYPE_F32, GDN_DTYPE_F16, GDN_DTYPE_BF16})
+                for (int precision = 0; precision <= int(GDN_PRECISION_FP16X3); ++precision)
                     for (int algorithm = 0; algorithm <= int(GDN_ALGO_CHUNKED); ++algorithm)
                         for (uint32_t flags : flag_sets) {
                             gdn_problem_t p = f.problem;
@@ -1058,11 +1145,16 @@ TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole"
                             gdn_path_info_init(&info);
                             if (gdn_select_path(&card, &p, nullptr, &info) != GDN_SUCCESS) continue;
                             ++answered;
+                            bf16x3_served += std::strstr(info.reason, "TF32X3 serves BF16X3") != nullptr;
+                            fp16x3_served += std::strstr(info.reason, "TF32X3 serves FP16X3") != nullptr;
                             const size_t n = std::strlen(info.reason);
                             if (n > longest) longest = n, longest_reason = info.reason;
                         }
     INFO("the longest of " << answered << " reasons (" << longest << " bytes): " << longest_reason);
     CHECK(answered > 1000);
+    // The cases include the longest clause's: a split mode served by TF32X3.
+    CHECK(bf16x3_served > 0);
+    CHECK(fp16x3_served == bf16x3_served);
     // Cut, it would fill the field: sizeof - 1 bytes.
     CHECK(longest < sizeof(gdn_path_info_t::reason) - 1);
 }

@@ -386,7 +386,7 @@ void Harness::build_problem() {
         set_raw(problem_.output_dtype, int32_t(uint32_t(c_.output_dtype) % 4));
         set_raw(problem_.state_layout, int32_t(uint32_t(c_.state_layout) % 3));
         set_raw(problem_.algorithm, int32_t(uint32_t(c_.algorithm) % 4));
-        set_raw(problem_.precision, int32_t(uint32_t(c_.precision) % 6));
+        set_raw(problem_.precision, int32_t(uint32_t(c_.precision) % 7));  // 0..5 valid, 6 not
     }
     problem_.num_state_slots = raw & kRawSlots ? c_.num_state_slots : int32_t(uint32_t(c_.num_state_slots) % 6);
     problem_.flags = raw & kRawFlags ? c_.flags : c_.flags & GDN_FLAG_ALL_;
@@ -425,7 +425,7 @@ void Harness::check_problem() {
     else if (!in(raw(p.state_layout), 0, 1)) bad = "state_layout";
     else if (p.num_state_slots < 0) bad = "num_state_slots < 0";
     else if (!in(raw(p.algorithm), 0, 2)) bad = "algorithm";
-    else if (!in(raw(p.precision), 0, 4)) bad = "precision";
+    else if (!in(raw(p.precision), 0, 5)) bad = "precision";  // FP32 .. FP16X3
     else if (p.flags & ~GDN_FLAG_ALL_) bad = "unknown flags";
     else if ((p.flags & GDN_FLAG_BLOCK_STATES) && !(p.flags & GDN_FLAG_TOKEN_STATES)) bad = "BLOCK_STATES alone";
     else if (!std::isfinite(p.scale)) bad = "scale not finite";

@@ -319,6 +319,22 @@ std::vector<Seed> seeds() {
                      c.tsi_bytes[4] = 4, c.tsi_bytes[5] = 3, c.tsi_bytes[6] = 1, c.tsi_bytes[7] = 2;
                      return c;
                  }});
+    // GDN_PRECISION_FP16X3 (0.6) on f16 inputs: the CPU serves it with its
+    // FP32 chunked path. The value after it (6, the harness's draw past the
+    // last valid precision) is rejected.
+    s.push_back({"auto-chunked-fp16x3-f16-in", [] {
+                     FuzzCase c = shape(90, 2, 1, 2, 16, 16);
+                     c.precision = GDN_PRECISION_FP16X3;
+                     c.input_dtype = GDN_DTYPE_F16;
+                     c.gate_dtype = 1;  // = input dtype
+                     c.output_dtype = GDN_DTYPE_F16;
+                     return c;
+                 }});
+    s.push_back({"fault-precision-after-fp16x3", [] {
+                     FuzzCase c = shape(40, 1, 1, 2, 16, 16);
+                     c.precision = 6;
+                     return c;
+                 }});
     return s;
 }
 

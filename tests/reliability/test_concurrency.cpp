@@ -46,6 +46,7 @@ std::vector<rel::Config> eight_configs() {
         if (i == 3) c.precision = GDN_PRECISION_FP16;  // the low-precision emulation
         if (i == 7) c.precision = GDN_PRECISION_BF16;
         if (i == 5) c.precision = GDN_PRECISION_BF16X3;  // the FP32 chunked path serves it on the CPU
+        if (i == 2) c.precision = GDN_PRECISION_FP16X3;  // likewise (f16 inputs)
         c.in = i % 3 == 0 ? GDN_DTYPE_F32 : i % 3 == 1 ? GDN_DTYPE_BF16 : GDN_DTYPE_F16;
         c.out = i % 2 ? GDN_DTYPE_F32 : GDN_DTYPE_BF16;
         if (i == 2 || i == 5)
