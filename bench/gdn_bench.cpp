@@ -5,11 +5,13 @@
 // on the GPU, wall clock on the CPU), the host time of one call, and the error
 // against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
 // output and the final state). Prints a table; --json / --csv write the rows.
-// --precision takes a list (fp32,tf32x3,bf16,fp16,bf16x3): each chunked/auto
+// --precision takes a list (fp32,tf32x3,bf16,fp16,bf16x3,fp16x3): each chunked/auto
 // case runs once per precision, and the table names the path that ran
 // (gdn_select_path: chunked-fp32, chunked-tc, ...; with the precision it ran
 // in where that is not the one asked for, e.g. "chunked-tc (tf32x3)" for
-// bf16x3 where its scan does not fit the device). --seqs N runs N sequences of T tokens each;
+// bf16x3 or fp16x3 where their scan does not fit the device; fp16x3 keeps
+// FP16's range: entries beyond 65504 overflow, and f16 inputs are its exact
+// type). --seqs N runs N sequences of T tokens each;
 // --varlen passes them through cu_seqlens (the varlen path) instead of NULL; --lens runs one
 // varlen batch of the lengths given, in that order (T is then its longest).
 // It is a benchmark, not a test: it never fails on a time.
@@ -81,7 +83,7 @@ struct Options {
                  "                 [--out-row-pad 0 (elements after each output token row)]\n"
                  "                 [--in-row-pad 0 (elements after each q/k/v/z token row, as views\n"
                  "                  of a fused projection; not a multiple of 8: no fused BF16 path)]\n"
-                 "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3 (one or a list)]\n"
+                 "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3,fp16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
                  "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n"
@@ -188,6 +190,7 @@ Options parse(int argc, char** argv) {
                 else if (p == "fp16") o.precisions.push_back(GDN_PRECISION_FP16);
                 else if (p == "bf16") o.precisions.push_back(GDN_PRECISION_BF16);
                 else if (p == "bf16x3") o.precisions.push_back(GDN_PRECISION_BF16X3);
+                else if (p == "fp16x3") o.precisions.push_back(GDN_PRECISION_FP16X3);
                 else usage(("unknown precision " + p).c_str());
             }
             if (o.precisions.empty()) usage("--precision needs a value");

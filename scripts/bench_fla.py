@@ -10,7 +10,7 @@ wheels on PYTHONPATH), else gdn is reported alone.
 The matrix: H_k = 16, H_v = 48 and 64, K = V = 128; one sequence of T = 512,
 2048, 8192, 32768, 65536 tokens and a varlen batch of 8 x 4096 (cu_seqlens for
 both); every sequence starts from its own random FP32 initial state. Methods:
-  gdn FP32 / TF32X3 / BF16 / FP16 / BF16X3
+  gdn FP32 / TF32X3 / BF16 / FP16 / BF16X3 / FP16X3
                                     problem.precision (forced `chunked`): bf16
                                     q/k/v/out, f32 g and beta, FP32 state
   fla bf16                          chunk_gated_delta_rule, the same bf16 tensors
@@ -27,7 +27,8 @@ reads key head h / (H_v / H_k)), as fla does.
 With --l2norm, the call Qwen3-Next-style engines make: q and k ~ N(0, 1) raw,
 L2-normalised inside both kernels (gdn GDN_FLAG_QK_L2NORM, fla
 use_qk_l2norm_in_kernel=True; both x / sqrt(x·x + 1e-6)), and in FP64 by the
-reference. --precisions limits gdn's methods (e.g. BF16,BF16X3).
+reference. --precisions limits gdn's methods (e.g. BF16,BF16X3). FP16X3 (gdn 0.6.0+) is
+left out, with a note, for an older libgdn.
 
 Errors: the gdn error runs write f32 outputs (the arithmetic's error; the timed
 runs write bf16); fla writes its input dtype (bf16 outputs carry ~2e-3 rounding).
@@ -106,8 +107,8 @@ assert ctypes.sizeof(Caps) == 184 and ctypes.sizeof(Problem) == 96 and ctypes.si
 assert ctypes.sizeof(PathInfo) == 216
 
 ALGO = {"auto": 0, "sequential": 1, "chunked": 2}
-# gdn_precision_t: the values are pinned in gdn.h (FP16 = 2, BF16 = 3, BF16X3 = 4).
-PRECISIONS = (("FP32", 0), ("TF32X3", 1), ("BF16", 3), ("FP16", 2), ("BF16X3", 4))
+# gdn_precision_t: the values are pinned in gdn.h (FP16 = 2, BF16 = 3, BF16X3 = 4, FP16X3 = 5).
+PRECISIONS = (("FP32", 0), ("TF32X3", 1), ("BF16", 3), ("FP16", 2), ("BF16X3", 4), ("FP16X3", 5))
 PRECISION_NAME = {v: n for n, v in PRECISIONS}
 PATH = {0: "none", 1: "sequential", 2: "chunked-fp32", 3: "chunked-lowp-c16", 4: "chunked-tc"}
 
@@ -164,8 +165,8 @@ class Gdn:
         st = self.lib.gdn_select_path(ctypes.byref(self.caps), ctypes.byref(p), None, ctypes.byref(info))
         if st != 0:
             return f"n/a ({self.lib.gdn_last_error().decode()})"
-        # The precision it runs in, where not the one asked for (BF16X3 takes the
-        # TF32X3 scan where its own does not fit the device).
+        # The precision it runs in, where not the one asked for (BF16X3 and FP16X3
+        # take the TF32X3 scan where their own does not fit the device).
         served = f" ({PRECISION_NAME.get(info.precision, info.precision)})" if info.precision != p.precision else ""
         return f"{PATH.get(info.path, info.path)} C={info.chunk_size}{served}"
 
@@ -533,7 +534,7 @@ def main():
                     help="also fla bf16 through its intra-card context-parallel backend (FLA_INTRACARD_CP=1)")
     ap.add_argument("--l2norm", action="store_true",
                     help="raw q and k, L2-normalised inside both kernels (the Qwen3-Next call)")
-    ap.add_argument("--precisions", help="gdn's precisions to run, comma-separated (default: all five)")
+    ap.add_argument("--precisions", help="gdn's precisions to run, comma-separated (default: all six)")
     ap.add_argument("--abi", action="store_true", help="print the ctypes layouts and exit")
     ap.add_argument("--selftest", action="store_true", help="check the FP64 references on the CPU and exit")
     args = ap.parse_args()
@@ -551,11 +552,15 @@ def main():
         want = args.precisions.split(",")
         bad = [w for w in want if w not in PRECISION_NAME.values()]
         if bad:
-            ap.error(f"--precisions: unknown {bad}; the five are {[n for n, _ in PRECISIONS]}")
+            ap.error(f"--precisions: unknown {bad}; the six are {[n for n, _ in PRECISIONS]}")
         PRECISIONS = tuple(pv for pv in PRECISIONS if pv[0] in want)
     t_start = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     gdn = Gdn(args.lib)
+    if gdn.version < 600 and any(n == "FP16X3" for n, _ in PRECISIONS):
+        # FP16X3 (= 5) is gdn 0.6.0's: an older library rejects it.
+        print(f"(FP16X3 left out: gdn {gdn.version} predates it, 0.6.0)")
+        PRECISIONS = tuple(pv for pv in PRECISIONS if pv[0] != "FP16X3")
     try:
         import fla
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule

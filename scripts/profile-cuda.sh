@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, after building build-cuda: Nsight Compute on one chunk-scan launch
 # (T = 2048, bf16), one chunk-prep launch and one decode launch (N = 64); logs to $OUT.
-# GDN_BUILD: the build folder (default build-cuda); GDN_BENCH_PRECISION=1|2|3|4:
-# profile the tensor-core scan (TF32X3 / FP16 / BF16 / BF16X3) instead of the FP32 one.
+# GDN_BUILD: the build folder (default build-cuda); GDN_BENCH_PRECISION=1|2|3|4|5:
+# profile the tensor-core scan (TF32X3 / FP16 / BF16 / BF16X3 / FP16X3) instead of the FP32 one.
 set -u
 OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
 B=${GDN_BUILD:-build-cuda}/tests/cuda/gdn_bench_cuda

@@ -5,7 +5,7 @@
 //
 //   gdn_bench_cuda [prompt|decode|tc|windows|host|all|profile-chunked|profile-decode|bits] [--reps N]
 //
-// bits (not part of all): one forced-chunked call per case (5 precisions x 8
+// bits (not part of all): one forced-chunked call per case (6 precisions x 10
 // shapes), printing FNV-1a hashes of out and state: diff two builds' outputs.
 //
 // Shapes: H_k = 16, H_v = 48, K = V = 128, one sequence (prompt) or N
@@ -158,7 +158,7 @@ public:
         size_t ws = 0;
         for (gdn_algorithm_t a : {GDN_ALGO_SEQUENTIAL, GDN_ALGO_CHUNKED, GDN_ALGO_AUTO})
             for (gdn_precision_t pr : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
-                                       GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
+                                       GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
                 gdn_problem_t p = prob_;
                 p.algorithm = a;
                 p.precision = pr;
@@ -368,19 +368,21 @@ void memory_floor(int reps, const gdn_caps_t& caps) {
 }
 
 // The chunked path in each precision (FP32 scan, tensor-core scan with
-// TF32X3 / BF16 / FP16 / BF16X3 operands; BF16X3 runs the TF32X3 scan where
-// its own does not fit the device).
+// TF32X3 / BF16 / FP16 / BF16X3 / FP16X3 operands; BF16X3 and FP16X3 run the
+// TF32X3 scan where their own does not fit the device), on bf16, f16 (FP16X3's
+// exact input type, as bf16 is BF16X3's) and f32 inputs.
 void tensor_cores(int reps) {
     std::printf("\n## chunked path by precision: per-launch device time (median of %d batches), Hk 16, "
                 "Hv 48, K = V = 128, one sequence\n\n",
                 reps);
-    std::printf("| T | inputs | FP32 | TF32X3 | BF16 | FP16 | BF16X3 |\n|---|---|---:|---:|---:|---:|---:|\n");
-    for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F32}) {
+    std::printf("| T | inputs | FP32 | TF32X3 | BF16 | FP16 | BF16X3 | FP16X3 |\n"
+                "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (gdn_dtype_t dt : {GDN_DTYPE_BF16, GDN_DTYPE_F16, GDN_DTYPE_F32}) {
         for (int64_t T : {512, 2048, 8192, 32768}) {
             Bench b(T, 1, dt);
             std::printf("| %lld | %s |", (long long)T, gdn::dtype_name(dt));
             for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
-                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
+                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
                 b.set_precision(p);
                 std::printf(" %.4f ms |", b.device_ms(GDN_ALGO_CHUNKED, reps));
                 std::fflush(stdout);
@@ -404,7 +406,7 @@ void windows(int reps) {
     for (int64_t T : {8192, 32768, 65536}) {
         Bench b(T, 1, GDN_DTYPE_BF16);
         for (gdn_precision_t p : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
-                                  GDN_PRECISION_BF16X3}) {
+                                  GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
             b.set_precision(p);
             std::printf("| %lld | %s |", (long long)T, gdn::precision_name(p));
             for (int f : {1, 2, 4}) {
@@ -474,6 +476,9 @@ const BitsCase kBitsCases[] = {
     {64, GDN_DTYPE_F32, GDN_DTYPE_F32, 2, 16, false, GDN_FLAG_QK_L2NORM},
     {64, GDN_DTYPE_BF16, GDN_DTYPE_BF16, 2, 16, false, GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM},
     {64, GDN_DTYPE_F32, GDN_DTYPE_F32, 4, 8, true, 0},
+    // f16 inputs (FP16X3's exact type; appended, so the cases above keep their seeds)
+    {128, GDN_DTYPE_F16, GDN_DTYPE_F16, 2, 16, false, 0},
+    {64, GDN_DTYPE_F16, GDN_DTYPE_F32, 4, 8, true, GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM},
 };
 
 // Status of a call: true on success, false on GDN_ERROR_NOT_SUPPORTED (the
@@ -593,7 +598,7 @@ void bits() {
     check_gdn(gdn_probe(GDN_BACKEND_CUDA, 0, &caps), "gdn_probe");
     std::printf("\n## bits: forced chunked, one call per case; FNV-1a 64 of out and of the state pool\n\n");
     for (gdn_precision_t prec : {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_FP16,
-                                 GDN_PRECISION_BF16X3, GDN_PRECISION_TF32X3})
+                                 GDN_PRECISION_BF16X3, GDN_PRECISION_TF32X3, GDN_PRECISION_FP16X3})
         for (size_t i = 0; i < sizeof kBitsCases / sizeof kBitsCases[0]; ++i)
             run_bits_case(caps, kBitsCases[i], i, prec);
 }
@@ -634,7 +639,7 @@ int main(int argc, char** argv) {
     if (what == "profile-chunked" || what == "profile-decode") {
         const bool chunked = what == "profile-chunked";
         Bench b(chunked ? 2048 : 64, chunked ? 1 : 64, GDN_DTYPE_BF16);
-        // GDN_BENCH_PRECISION=1|2|3|4 (gdn_precision_t): the tensor-core scan.
+        // GDN_BENCH_PRECISION=1|2|3|4|5 (gdn_precision_t): the tensor-core scan.
         if (const char* pr = std::getenv("GDN_BENCH_PRECISION"))
             b.set_precision(gdn_precision_t(std::atoi(pr)));
         for (size_t i = 0; i < 4; ++i)

@@ -86,16 +86,29 @@ void batch_equals_separate(const Spec& s, const char* what) {
     const Reference ref = reference(p);
     const double ulp = half_ulp_of(s.output);
     // FP32 paths: 5e-6; the tensor-core scan: its precision's bound (as in
-    // test_cuda_parity.cpp).
-    const double rel = s.precision == GDN_PRECISION_BF16     ? (s.input == GDN_DTYPE_F32 ? 8e-3 : 5e-3)
-                       : s.precision == GDN_PRECISION_FP16   ? 1e-3
-                       : s.precision == GDN_PRECISION_TF32X3 ? 1e-5
-                       : s.precision == GDN_PRECISION_BF16X3 ? 1e-5
-                                                              : 5e-6;
+    // test_cuda_parity.cpp; FP16X3, BF16X3 on FP16 terms, FP32-class: 2e-6).
+    // FP16X3 by the precision the path reports: where its split scan does not
+    // fit, TF32X3 serves it, and TF32X3's bound applies.
+    gdn_precision_t precision = s.precision;
+    if (precision == GDN_PRECISION_FP16X3) {
+        const gdn_tensors_t t = d.tensors();
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        REQUIRE(gdn_select_path(&caps, &p.problem, &t, &info) == GDN_SUCCESS);
+        precision = info.precision;
+    }
+    const double rel = precision == GDN_PRECISION_BF16     ? (s.input == GDN_DTYPE_F32 ? 8e-3 : 5e-3)
+                       : precision == GDN_PRECISION_FP16   ? 1e-3
+                       : precision == GDN_PRECISION_TF32X3 ? 1e-5
+                       : precision == GDN_PRECISION_BF16X3 ? 1e-5
+                       : precision == GDN_PRECISION_FP16X3 ? 2e-6
+                                                            : 5e-6;
     const Comparison co = compare_out(p, ref.out, Bound{rel, ulp, 0.0});
     const Comparison cs = compare_state(p, ref.state, Bound{rel, 0.0, 0.0});
-    if (s.precision == GDN_PRECISION_BF16X3)
-        std::printf("batch: %s BF16X3 out %.3g state %.3g vs FP64\n", what, co.rel(), cs.rel());
+    if (s.precision == GDN_PRECISION_BF16X3 || s.precision == GDN_PRECISION_FP16X3)
+        std::printf("batch: %s %s out %.3g state %.3g vs FP64%s\n", what,
+                    s.precision == GDN_PRECISION_BF16X3 ? "BF16X3" : "FP16X3", co.rel(), cs.rel(),
+                    precision != s.precision ? " (TF32X3 served it)" : "");
     INFO(what);
     INFO(describe(co, "batch out vs FP64"));
     INFO(describe(cs, "batch state vs FP64"));
@@ -122,8 +135,9 @@ void batch_equals_separate(const Spec& s, const char* what) {
 }
 
 // The batch in every precision of the chunked path: BF16 and BF16X3 on bf16
-// inputs; FP16 and FP32 on f32 inputs with the q/k norm and the output norm;
-// TF32X3 on bf16 inputs without flags.
+// inputs, FP16X3 on f16 ones (each its exact input type); FP16 and FP32 on
+// f32 inputs with the q/k norm and the output norm; TF32X3 on bf16 inputs
+// without flags.
 void batch_equals_separate_every_precision(Spec s, const std::string& what) {
     auto check = [&](gdn_precision_t precision, gdn_dtype_t input, uint32_t flags, const char* name) {
         s.precision = precision;
@@ -134,6 +148,7 @@ void batch_equals_separate_every_precision(Spec s, const std::string& what) {
     const uint32_t norms = GDN_FLAG_QK_L2NORM | GDN_FLAG_OUTPUT_NORM;
     check(GDN_PRECISION_BF16, GDN_DTYPE_BF16, 0, "BF16, ");
     check(GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, 0, "BF16X3, ");
+    check(GDN_PRECISION_FP16X3, GDN_DTYPE_F16, 0, "FP16X3, f16 inputs, ");
     check(GDN_PRECISION_FP16, GDN_DTYPE_F32, norms, "FP16, f32 inputs, q/k norm, output norm, ");
     check(GDN_PRECISION_FP32, GDN_DTYPE_F32, norms, "FP32, f32 inputs, q/k norm, output norm, ");
     check(GDN_PRECISION_TF32X3, GDN_DTYPE_BF16, 0, "TF32X3, ");
@@ -597,6 +612,13 @@ TEST_CASE("chunked varlen batch equals its sequences run one by one", "[cuda][ba
     batch_equals_separate(s, "tensor-core (BF16X3) varlen batch, output norm, f32");
     s.input = GDN_DTYPE_BF16;
     batch_equals_separate(s, "tensor-core (BF16X3) varlen batch, output norm, bf16");
+    // FP16X3: f32 inputs (split into FP16 values and remainders), then f16
+    // (exact in FP16: no remainders of k/q/v).
+    s.precision = GDN_PRECISION_FP16X3;
+    s.input = GDN_DTYPE_F32;
+    batch_equals_separate(s, "tensor-core (FP16X3) varlen batch, output norm, f32");
+    s.input = GDN_DTYPE_F16;
+    batch_equals_separate(s, "tensor-core (FP16X3) varlen batch, output norm, f16");
 }
 
 TEST_CASE("chunked varlen batch with few heads: the scan's sequence lanes give each sequence's bits",
@@ -764,12 +786,14 @@ TEST_CASE("a call captured in a CUDA graph and replayed gives the bits of a dire
         s.num_state_slots = 2;
         specs.push_back(s);
     }
-    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3}) {
+    for (gdn_precision_t precision :
+         {GDN_PRECISION_BF16, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         Spec s;  // the tensor-core scan, three windows, output norm, padding (BF16 on sm_90:
-                 // the fused kernel and its norm kernel, a programmatic edge in the graph)
+                 // the fused kernel and its norm kernel, a programmatic edge in the graph;
+                 // FP16X3 on f16 inputs, its exact type)
         s.seq_lens = {5000, 300};
         s.hk = 2, s.hv = 6, s.k = s.v = 128;
-        s.input = GDN_DTYPE_BF16;
+        s.input = precision == GDN_PRECISION_FP16X3 ? GDN_DTYPE_F16 : GDN_DTYPE_BF16;
         s.flags = GDN_FLAG_OUTPUT_NORM | GDN_FLAG_QK_L2NORM;
         s.state_indices = {-1, 0};
         s.num_state_slots = 1;
@@ -960,6 +984,9 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
         cases.push_back({s, "chunked FP32"});
         s.precision = GDN_PRECISION_BF16X3;  // the C = 32 prep and the tensor-core scan
         cases.push_back({s, "chunked BF16X3"});
+        s.precision = GDN_PRECISION_FP16X3;  // the same on FP16 terms, f16 in and out
+        s.input = s.output = GDN_DTYPE_F16;
+        cases.push_back({s, "chunked FP16X3, f16"});
     }
     for (const NamedSpec& c : cases) {
         INFO(c.what);
@@ -990,7 +1017,7 @@ TEST_CASE("GDN_FLAG_PDL: a call whose q is the output of the call ahead reads it
         const auto out_ref = db.out.bytes();
         const auto state_ref = db.state.bytes();
         {
-            // A wrote every row of B's q (no bf16 element left as the fill's 0xFFFF).
+            // A wrote every row of B's q (no bf16 / f16 element left as the fill's 0xFFFF).
             const auto v = da.out.bytes();
             size_t fill = 0;
             for (size_t i = 0; i + 1 < v.size(); i += 2) fill += v[i] == 0xFF && v[i + 1] == 0xFF;

@@ -80,10 +80,21 @@ std::vector<Spec> determinism_shapes() {
     return shapes;
 }
 
+// FP16X3 on f16 where a spec has bf16 (its exact input type, as bf16 is
+// BF16X3's: k/q/v without remainders); the f32 specs keep the split inputs.
+Spec bf16_as_f16(Spec s) {
+    auto swap = [](gdn_dtype_t& t) {
+        if (t == GDN_DTYPE_BF16) t = GDN_DTYPE_F16;
+    };
+    swap(s.input), swap(s.gate), swap(s.output);
+    return s;
+}
+
 void check_reruns(gdn_algorithm_t algo, int reruns,
                   gdn_precision_t precision = GDN_PRECISION_FP32) {
     const gdn_caps_t caps = cuda_caps();
     for (Spec s : determinism_shapes()) {
+        if (precision == GDN_PRECISION_FP16X3) s = bf16_as_f16(s);
         s.algorithm = algo;
         s.precision = precision;
         Problem p(s);
@@ -142,20 +153,23 @@ TEST_CASE("tensor-core chunked path: 100 reruns give identical bits (BF16)", "[c
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16);
 }
 
-TEST_CASE("tensor-core chunked path: reruns give identical bits (TF32X3 FP16 BF16X3)",
+TEST_CASE("tensor-core chunked path: reruns give identical bits (TF32X3 FP16 BF16X3 FP16X3)",
           "[cuda][determinism][tc]") {
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_TF32X3);
     check_reruns(GDN_ALGO_CHUNKED, 30, GDN_PRECISION_FP16);
     check_reruns(GDN_ALGO_CHUNKED, 100, GDN_PRECISION_BF16X3);
+    // FP16X3: BF16X3's scan on FP16 terms (the same pipeline, which its 100 cover).
+    check_reruns(GDN_ALGO_CHUNKED, 30, GDN_PRECISION_FP16X3);
 }
 
-// The pipelines' shape does not change the arithmetic: the BF16/FP16/BF16X3
-// scan with four stages of loaded rows (taken where they fit, the H200; for
-// BF16X3 at K = 64 only) and with three (caps whose opt-in shared memory fits
-// three at the spec's K, not four: K = 64 and K = 128 are both compared), and
-// windows overlapped (sm_90) or one after another (caps that say sm_80), give
-// the same bits.
-TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows or not, the same bits",
+// The pipelines' shape does not change the arithmetic: the BF16/FP16/BF16X3/
+// FP16X3 scan with four stages of loaded rows (taken where they fit, the H200;
+// for the split modes, BF16X3 and FP16X3, at K = 64 only) and with three (caps
+// whose opt-in shared memory fits three at the spec's K, not four: K = 64 and
+// K = 128 are both compared), and windows overlapped (sm_90) or one after
+// another (caps that say sm_80), give the same bits. FP16X3 runs the specs'
+// bf16 inputs as f16 (its exact type).
+TEST_CASE("the BF16/FP16/BF16X3/FP16X3 scan: three or four stages, overlapped windows or not, the same bits",
           "[cuda][determinism][tc]") {
     // Caps without GDN_FEATURE_WGMMA: BF16 takes the register-state scan here
     // too, not the fused C = 64 path (which the device's own caps would give
@@ -190,8 +204,8 @@ TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows o
     // the bytes of four stages at that K less one (never above the device's
     // own). One set cut for K = 128 would not do: four stages at K = 64 fit
     // under it, so the K = 64 spec would compare four with four. BF16X3's
-    // stages hold the remainders too (split): at K = 128 four never fit (the
-    // H200 runs three), at K = 64 they do.
+    // and FP16X3's stages hold the remainders too (split): at K = 128 four
+    // never fit (the H200 runs three), at K = 64 they do.
     auto stage_caps = [&](bool split, std::vector<gdn_caps_t>& three, std::vector<signed char>& compare_stages) {
         three.assign(specs.size(), caps);
         compare_stages.assign(specs.size(), 0);
@@ -232,11 +246,13 @@ TEST_CASE("the BF16/FP16/BF16X3 scan: three or four stages, overlapped windows o
     };
     std::vector<gdn_caps_t> three;
     std::vector<signed char> compare_stages;  // 1: compare three with four, 0: not, -1: skipped
-    for (gdn_precision_t precision : {GDN_PRECISION_BF16, GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
-        stage_caps(precision == GDN_PRECISION_BF16X3, three, compare_stages);
+    for (gdn_precision_t precision :
+         {GDN_PRECISION_BF16, GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
+        stage_caps(precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3, three,
+                   compare_stages);
         for (size_t j = 0; j < specs.size(); ++j) {
             if (compare_stages[j] < 0) continue;  // skipped above, with the reason
-            Spec s = specs[j];
+            Spec s = precision == GDN_PRECISION_FP16X3 ? bf16_as_f16(specs[j]) : specs[j];
             s.algorithm = GDN_ALGO_CHUNKED;
             s.precision = precision;
             Problem p(s);
@@ -317,7 +333,7 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
     }
     namespace pol = gdn::policy;
     for (gdn_precision_t precision : {GDN_PRECISION_FP32, GDN_PRECISION_TF32X3, GDN_PRECISION_BF16,
-                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3}) {
+                                      GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         for (const Spec& spec : specs) {
             Spec s = spec;
             s.algorithm = GDN_ALGO_CHUNKED;
@@ -358,7 +374,8 @@ TEST_CASE("a larger workspace: longer chunked windows, the same bits", "[cuda][d
                 // of them (policy::cuda_scan_slice_for, as the backend asks it).
                 const bool reg_state = info.precision == GDN_PRECISION_BF16 ||
                                        info.precision == GDN_PRECISION_FP16 ||
-                                       info.precision == GDN_PRECISION_BF16X3;
+                                       info.precision == GDN_PRECISION_BF16X3 ||
+                                       info.precision == GDN_PRECISION_FP16X3;
                 const int32_t g = s.hv / s.hk;
                 const int32_t ncol = pol::cuda_scan_columns(s.hk, g, s.v, caps.multiprocessor_count, reg_state);
                 const int64_t rounded = (p.T + pol::kCudaChunk - 1) / pol::kCudaChunk * pol::kCudaChunk;

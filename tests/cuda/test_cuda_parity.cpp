@@ -248,6 +248,10 @@ TEST_CASE("chunked and sequential match FP64 at 8192 and 32768 tokens, Hk 16, Hv
 // issue 7's near-FP32 bound (1e-5), for bf16 and f32 inputs alike (f32
 // inputs are split too): the H200 measured BF16X3 at <= 4.7e-6 / 6.4e-6
 // (out / state) in the sweep, <= 5.3e-6 at 8K and 32K (2026-11-30, c7920a5);
+// FP16X3, BF16X3 on FP16 terms (an FP16 value and one or two unscaled FP16
+// remainders: FP32-class, ~3e-7..8e-7 expected), within the FP32 paths'
+// 2e-6 (kVsFp64), for f32 and bf16 inputs alike (where its scan does not fit,
+// TF32X3 serves it: <= 1.2e-6 measured, within the same bound);
 // BF16/FP16 operands within
 // the bf16-kernel class: with bf16 inputs at most flash-linear-attention's
 // bf16 error (~5e-3, METHOD.md); f32 inputs are rounded to BF16 operands
@@ -263,11 +267,12 @@ struct TcMode {
 const TcMode kTcModes[] = {{"TF32X3", GDN_PRECISION_TF32X3, 1e-5, 1e-5},
                            {"BF16", GDN_PRECISION_BF16, 5e-3, 8e-3},
                            {"FP16", GDN_PRECISION_FP16, 1e-3, 1e-3},
-                           {"BF16X3", GDN_PRECISION_BF16X3, 1e-5, 1e-5}};
+                           {"BF16X3", GDN_PRECISION_BF16X3, 1e-5, 1e-5},
+                           {"FP16X3", GDN_PRECISION_FP16X3, kVsFp64, kVsFp64}};
 constexpr int kNumTcModes = int(sizeof kTcModes / sizeof kTcModes[0]);
 
 // One workspace for every mode: the largest of their scratch layouts
-// (BF16X3's holds BF16's and the remainders).
+// (BF16X3's and FP16X3's hold BF16's / FP16's and the remainders).
 void size_for_tc_modes(DeviceWorkspace& ws, const gdn_caps_t& caps, const gdn_problem_t& problem) {
     size_t most = 0;
     for (const TcMode& m : kTcModes) {
@@ -303,7 +308,7 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
     for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
 
     // 48, 32, 64 columns per block for the shared-memory scan (TF32X3); the
-    // register-state scan (BF16, FP16, BF16X3) takes 64 at each.
+    // register-state scan (BF16, FP16, BF16X3, FP16X3) takes 64 at each.
     const int32_t sm_counts[] = {8, 12, 6};
     Worst worst_out[kNumTcModes], worst_state[kNumTcModes];
     size_t i = 0;
@@ -331,6 +336,67 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
                     "state %.3g (T %lld), bound %.0e\n",
                     kTcModes[m].name, lengths.size(), worst_out[m].value, (long long)worst_out[m].at,
                     worst_state[m].value, (long long)worst_state[m].at, kTcModes[m].bound_f32_inputs);
+}
+
+// FP16X3 on its exact input type: f16 q/k/v are FP16 values already (no
+// remainders of their own; only the state and the prep's products are split),
+// from a non-zero state, at every length 1..70 and every 63rd up to 4099,
+// within the FP32 paths' 2e-6 of FP64 (kTcModes' FP16X3 bound), as BF16X3 runs
+// bf16 inputs in the sweep above. The path's precision is printed: where the
+// split scan does not fit, TF32X3 serves it (within the same bound).
+TEST_CASE("tensor-core chunked path: FP16X3 on f16 inputs matches FP64 at T = 1..4099",
+          "[cuda][parity][tc]") {
+    Spec spec;
+    spec.seq_lens = {4099};
+    spec.hk = 1;
+    spec.hv = 3;
+    spec.k = spec.v = 128;
+    spec.input = GDN_DTYPE_F16;
+    spec.seed = 45;
+    Problem p(spec);
+    DeviceProblem d(p);
+    IncrementalReference ref(p);
+    const gdn_caps_t caps = cuda_caps();
+    DeviceWorkspace ws;
+    size_for_tc_modes(ws, caps, p.problem);
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    {
+        gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
+        q.precision = GDN_PRECISION_FP16X3;
+        REQUIRE(gdn_select_path(&caps, &q, nullptr, &info) == GDN_SUCCESS);
+        INFO(info.reason);
+        CHECK(info.path == GDN_PATH_CHUNKED_TC);
+        CHECK((info.precision == GDN_PRECISION_FP16X3 || info.precision == GDN_PRECISION_TF32X3));
+    }
+
+    std::vector<int64_t> lengths;
+    for (int64_t T = 1; T <= 70; ++T) lengths.push_back(T);
+    for (int64_t T = 71; T < 4068; T += 63) lengths.push_back(T);
+    for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
+    const int32_t sm_counts[] = {8, 12, 6};
+    Worst worst_out, worst_state;
+    size_t i = 0;
+    for (int64_t T : lengths) {
+        gdn_caps_t c = caps;
+        c.multiprocessor_count = sm_counts[i++ % 3];
+        ref.advance_to(T);
+        const Result r = run_prefix(d, c, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_FP16X3);
+        const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kVsFp64);
+        const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kVsFp64);
+        INFO("T = " << T << ", SMs = " << c.multiprocessor_count << ", FP16X3, f16 inputs");
+        INFO(describe(co, "out vs FP64"));
+        INFO(describe(cs, "state vs FP64"));
+        CHECK(co.ok());
+        CHECK(cs.ok());
+        worst_out.add(co.rel(), T);
+        worst_state.add(cs.rel(), T);
+    }
+    std::printf("tc parity sweep FP16X3 (%zu lengths, Hk 1, Hv 3, f16 inputs; ran as %s): worst out %.3g "
+                "(T %lld) state %.3g (T %lld), bound %.0e\n",
+                lengths.size(), info.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "TF32X3",
+                worst_out.value, (long long)worst_out.at, worst_state.value, (long long)worst_state.at,
+                kVsFp64);
 }
 
 // The fused BF16 path (C = 64; sm_90 builds with its sm_90a code): BF16

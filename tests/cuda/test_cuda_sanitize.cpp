@@ -175,24 +175,33 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
         Spec s = specs[si];
         // Sequential with the caps as probed and with one SM, chunked FP32,
         // the tensor-core scans: BF16 (the register-state scan, 64 columns
-        // per block) with 8 SMs, TF32X3 (the shared-memory scan), and BF16X3
+        // per block) with 8 SMs, TF32X3 (the shared-memory scan), BF16X3
         // (the register-state scan with split operands) with the spec's
         // inputs and with the other of bf16 / f32 (the remainders of k, q
-        // and v exist only for inputs other than bf16).
-        for (int variant = 0; variant < (si < decode_from ? 7 : 2); ++variant) {
+        // and v exist only for inputs other than bf16), and FP16X3 (the same
+        // scan on FP16 terms) with f16 inputs (variant 7: exact in FP16, no
+        // remainders of k, q and v) and with f32 ones (variant 8: split).
+        for (int variant = 0; variant < (si < decode_from ? 9 : 2); ++variant) {
             const gdn_algorithm_t algo = variant >= 2 ? GDN_ALGO_CHUNKED : GDN_ALGO_SEQUENTIAL;
             gdn_caps_t c = caps;
             if (variant == 1) c.multiprocessor_count = 1;
             if (variant == 3) c.multiprocessor_count = 8;
             s.algorithm = algo;
+            const bool fp16x3 = variant >= 7;
             s.precision = variant == 3   ? GDN_PRECISION_BF16
                           : variant == 4 ? GDN_PRECISION_TF32X3
+                          : fp16x3       ? GDN_PRECISION_FP16X3
                           : variant >= 5 ? GDN_PRECISION_BF16X3
                                          : GDN_PRECISION_FP32;
-            const double rel = variant == 3 ? 8e-3 : variant >= 4 ? 1e-5 : 5e-6;
+            // FP16X3 (FP32-class) within the FP32 paths' 5e-6, as in
+            // test_cuda_features.cpp.
+            const double rel = variant == 3 ? 8e-3 : fp16x3 ? 5e-6 : variant >= 4 ? 1e-5 : 5e-6;
             Spec run_spec = s;
-            if (variant == 6) {
-                run_spec.input = s.input == GDN_DTYPE_BF16 ? GDN_DTYPE_F32 : GDN_DTYPE_BF16;
+            if (variant == 6 || fp16x3) {
+                run_spec.input = variant == 7   ? GDN_DTYPE_F16
+                                 : variant == 8 ? GDN_DTYPE_F32
+                                 : s.input == GDN_DTYPE_BF16 ? GDN_DTYPE_F32
+                                                             : GDN_DTYPE_BF16;
                 // 16-bit g and β only beside inputs of their dtype (the API's rule).
                 if (s.gate != GDN_DTYPE_F32) run_spec.gate = run_spec.input;
             }
@@ -200,8 +209,8 @@ TEST_CASE("small shapes over both paths (for compute-sanitizer)", "[cuda][saniti
                                             "variant " + std::to_string(variant) + ", input dtype " +
                                                 std::to_string(int(run_spec.input)));
             if (variant >= 5)
-                std::printf("sanitize: spec %zu, BF16X3, input dtype %d: out %.3g state %.3g vs FP64\n",
-                            si, int(run_spec.input), e.first, e.second);
+                std::printf("sanitize: spec %zu, %s, input dtype %d: out %.3g state %.3g vs FP64\n", si,
+                            fp16x3 ? "FP16X3" : "BF16X3", int(run_spec.input), e.first, e.second);
         }
     }
 }
