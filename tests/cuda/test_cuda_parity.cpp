@@ -525,6 +525,7 @@ TEST_CASE("fused BF16 path: 16-bit outputs by 8-byte and by 2-byte stores give t
         std::vector<std::vector<float>> outs;
         for (const int64_t pad : {0, 4, 2}) {  // 8-byte stores (packed, then strided), 2-byte
             Spec s;
+            s.seq_lens.clear();  // (Spec's default is one 64-token sequence)
             for (int32_t L = 1; L <= 130; ++L) s.seq_lens.push_back(L);
             s.hk = 1, s.hv = 3, s.k = s.v = 128;
             s.input = GDN_DTYPE_BF16;
@@ -658,6 +659,7 @@ TEST_CASE("fused BF16 path: a batch of several waves runs longest sequence first
     }
     Spec s;
     const int32_t n = 40;
+    s.seq_lens.clear();  // (Spec's default is one 64-token sequence)
     for (int32_t i = 0; i < n; ++i) s.seq_lens.push_back(5 + 13 * i);
     s.seq_lens[30] = 0;      // empty, from zero
     s.seq_lens[n - 1] = 2100;

@@ -249,6 +249,7 @@ TEST_CASE("the fused path's rows longest sequence first (for compute-sanitizer)"
     const gdn_caps_t caps = cuda_caps();
     Spec s;
     const int32_t n = 70;
+    s.seq_lens.clear();  // (Spec's default is one 64-token sequence)
     for (int32_t i = 0; i < n; ++i) s.seq_lens.push_back(i % 10 == 4 ? 65 + i : 1);
     s.seq_lens[n - 1] = 200;
     for (int32_t i = 0; i < n; ++i) {
