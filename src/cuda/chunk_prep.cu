@@ -61,7 +61,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     float* k_s = q_s + 32 * LD;                  // [32][LD] k̂ rows
     uint16_t* r16 = reinterpret_cast<uint16_t*>(smem);  // [4][32][LD16]: k, q, k rem., q rem.
     float* kk_s = smem + 64 * LD16;              // [32][33] k̂_t·k̂_i
-    float* qk_s = kk_s + 32 * 33;                // [32][33] q̂_t·k̂_i
+    float* qk_s = kk_s + 32 * 33;                // [32][33] q̂_t·k̂_i (FP16X3: q_t·k̂_i)
     float* a_all = qk_s + 32 * 33;               // [kWarps][32][32] A of the warp's value head
     float* f_s = a_all + kWarps * 32 * 32;       // [32][2] qf, kf (MMA)
     // BF16X3, inputs other than BF16: the k and q rows' second remainders
@@ -159,6 +159,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // Inputs of the mode's 16-bit type are exact operands: no remainders.
     const bool exact = p.in_dt == (kBf16Operands<GRAM> ? GDN_DTYPE_BF16 : GDN_DTYPE_F16);
     constexpr bool X3 = kSplitOperands<GRAM>;
+    // FP16X3: P and the outputs' e^γ factor without q's factor qf, which
+    // the scan applies to each output last (kFp16x3QfLate).
+    constexpr bool kQfLate = kFp16x3QfLate<GRAM>;
     constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
     auto process_rows = [&](auto vec_t) {
         constexpr bool VEC = decltype(vec_t)::value;
@@ -326,7 +329,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int t = 16 * bm + g + 8 * (e >> 1), i = 16 * bn + 8 * nt + 2 * tq + (e & 1);
-                    dst[t * 33 + i] = acc[nt][e] * f_s[2 * t + 1 - mat] * f_s[2 * i + 1];
+                    // FP16X3: q·k̂ without q's factor (kQfLate).
+                    const float ft = kQfLate && mat == 1 ? 1.0f : f_s[2 * t + 1 - mat];
+                    dst[t * 33 + i] = acc[nt][e] * ft * f_s[2 * i + 1];
                 }
         }
         __syncthreads();
@@ -464,7 +469,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 if (lane < L)
                     *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) =
                         make_float4(expf(X3 ? run : gl - gamma) * f_s[2 * lane + 1],
-                                    expf(gamma) * f_s[2 * lane], expf(gl), 0.0f);
+                                    kQfLate ? expf(gamma) : expf(gamma) * f_s[2 * lane], expf(gl),
+                                    kQfLate ? f_s[2 * lane] : 0.0f);
             }
             return;
         }

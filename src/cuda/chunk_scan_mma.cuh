@@ -763,6 +763,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         const In* v16 = reinterpret_cast<const In*>(sb + St::kV) + v_ldm;  // v_exact
         const uint16_t* Wh = reinterpret_cast<const uint16_t*>(sb + St::kW);
         const float4* F = reinterpret_cast<const float4*>(sb + St::kF);  // .x f_d2, .y f_o, .z decay
+                                                                         // (.w FP16X3: qf)
         const int L = cur.L();
 
         // Ũᵀ = vᵀ Tβᵀ (no state in it) into d: A = vᵀ (16 columns x 32
@@ -1036,6 +1037,16 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     else
                         small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
                 }
+            if constexpr (kFp16x3QfLate<MODE>) {  // q's factor, last (kernels.hpp)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float f = F[8 * j + 2 * tq + e].w;
+                        yq[j][e] *= f;
+                        yq[j][2 + e] *= f;
+                    }
+            }
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass) {
                 store_tile(w.O + ((int64_t(cur.row()) + 2 * tq) * o_ld + o_col), o_ld, yq, tq, L);

@@ -63,6 +63,7 @@ struct ChunkScratch {
     uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
                      // remainder (BF16X3, FP16X3: and a second remainder)
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
+                     // (FP16X3: e^{γ_last−γ_t} kf_t, e^{γ_t}, e^{γ_last}, qf_t)
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
     int64_t rows;   // window + one chunk
     // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES: the FP32 and TF32X3
@@ -145,6 +146,15 @@ constexpr bool is_split_mode(ScanMode m) { return m == ScanMode::kBf16x3 || m ==
 template <ScanMode M>
 inline constexpr bool kRegStateScan =
     M == ScanMode::kBf16 || M == ScanMode::kFp16 || kSplitOperands<M>;
+// FP16X3 keeps q's factor qf (the q/k L2 norm's scale / ||q_t||, or the
+// scale) out of P, whose entries it would otherwise shrink to ~|scale| / √K
+// and below: an unscaled FP16 remainder of such an entry is subnormal, an
+// absolute 2^-25 that the output norm's division by a row's RMS amplifies
+// (docs/perf-notes.md v101). P = e^{γ_t−γ_i} q_t·k̂_i instead, F4 = (e^{γ_L−γ}
+// kf, e^γ, e^{γ_L}, qf), and the scan multiplies each output by qf last (one
+// FP32 rounding).
+template <ScanMode M>
+inline constexpr bool kFp16x3QfLate = M == ScanMode::kFp16x3;
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
 // each); the split modes add Tβ's and P's second remainders.
 template <ScanMode M>
