@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dispatch.hpp"
 #include "common/internal.hpp"
 #include "common/numeric.hpp"
 #include "common/reference.hpp"
@@ -165,6 +166,13 @@ struct Spec {
     bool unit_keys = true;                // k rows of unit length (when not L2-normalised by the flag)
     bool nan_in_padding = false;          // a padding sequence's rows (slot < 0) of q/k/v/g/β: NaN
 };
+
+// The precision the CUDA chunked path reports for `p` where its own scan
+// fits: FP16X3 takes the TF32X3 scan until its split scan has run on a GPU
+// (policy::kCudaFp16x3Verified).
+inline gdn_precision_t cuda_served(gdn_precision_t p) {
+    return p == GDN_PRECISION_FP16X3 && !gdn::policy::kCudaFp16x3Verified ? GDN_PRECISION_TF32X3 : p;
+}
 
 inline int64_t total_tokens(const Spec& s) {
     int64_t n = 0;

@@ -151,7 +151,9 @@ typedef enum gdn_precision_t {
                                  accumulation: FP32-class errors at BF16X3's cost, within
                                  FP16's range (entries beyond 65504 overflow, as under
                                  GDN_PRECISION_FP16; since 0.6.0) (CUDA where BF16X3's scan
-                                 fits; elsewhere a more accurate path) */
+                                 fits, once verified on a GPU: 0.6.0 serves it with the
+                                 TF32X3 scan everywhere, and path_info says so; elsewhere a
+                                 more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

@@ -63,6 +63,7 @@ const Mode kModes[] = {
 // only), else the TF32X3 scan serves them.
 gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precision_t requested) {
     namespace policy = gdn::policy;
+    if (cuda_served(requested) != requested) return cuda_served(requested);  // FP16X3 before its GPU run
     if ((requested == GDN_PRECISION_BF16X3 || requested == GDN_PRECISION_FP16X3) &&
         policy::cuda_scan_mma_smem_bytes(K, policy::kCudaScanMmaColumns, policy::kCudaScanMmaMinStages,
                                          true) > caps.shared_mem_per_block_optin)
