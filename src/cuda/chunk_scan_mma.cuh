@@ -1018,14 +1018,18 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
         // Oᵀ = e^γ qf Yqᵀ + Dᵀ Pᵀ, then the outputs of the chunk's tokens.
         auto outputs = [&] {
+            // Each token's column of Oᵀ times a per-token factor of F (f_of).
+            auto scale_tokens = [&](auto f_of) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float f = F[8 * j + 2 * tq + e].y;
-                    yq[j][e] *= f;
-                    yq[j][2 + e] *= f;
-                }
+                    for (int e = 0; e < 2; ++e) {
+                        const float f = f_of(F[8 * j + 2 * tq + e]);
+                        yq[j][e] *= f;
+                        yq[j][2 + e] *= f;
+                    }
+            };
+            scale_tokens([](const float4& x) { return x.y; });
             // P is lower triangular (the prep writes the zeros): tokens 0..15
             // (tiles 0, 1) take only the first 16-token step.
 #pragma unroll
@@ -1037,16 +1041,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     else
                         small_product(yq, da[s], da_lo[s], true, sb + St::kP, sb + St::kPLo, nn, s);
                 }
-            if constexpr (kFp16x3QfLate<MODE>) {  // q's factor, last (kernels.hpp)
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float f = F[8 * j + 2 * tq + e].w;
-                        yq[j][e] *= f;
-                        yq[j][2 + e] *= f;
-                    }
-            }
+            if constexpr (kFp16x3QfLate<MODE>)  // q's factor, last (kernels.hpp)
+                scale_tokens([](const float4& x) { return x.w; });
             const int64_t tok = cur.cs + 2 * tq;
             if (norm_pass) {
                 store_tile(w.O + ((int64_t(cur.row()) + 2 * tq) * o_ld + o_col), o_ld, yq, tq, L);
