@@ -91,7 +91,7 @@ constexpr int32_t kCudaScanMmaMinStages = 3;
 // While false, the TF32X3 scan (more accurate) serves it everywhere, and the
 // reason says so: its kernels are built and the CPU-side tests cover them,
 // but the form with q's factor out of P (docs/perf-notes.md v101) has not run
-// on a GPU yet (docs/cuda.md, runs 282-283). Set it after that run passes.
+// on a GPU yet (docs/cuda.md, run 282). Set it after that run passes.
 constexpr bool kCudaFp16x3Verified = false;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
                                        bool split = false) {
