@@ -108,15 +108,15 @@ struct Worst {
     }
 };
 
-// The BF16 call on the first T tokens of d against FP64 (its output within bound_out, its
-// state within bound_state); the errors into the worst cases. (The caller's INFO names the
-// case.)
-void check_bf16_prefix(DeviceProblem& d, const gdn_caps_t& caps, const DeviceWorkspace& ws,
-                       IncrementalReference& ref, int64_t T, double bound_out, double bound_state,
-                       Worst& worst_out, Worst& worst_state) {
+// The chunked call in `precision` (BF16 by default) on the first T tokens of d against FP64
+// (its output within bound_out, its state within bound_state); the errors into the worst
+// cases. (The caller's INFO names the case.)
+void check_prefix(DeviceProblem& d, const gdn_caps_t& caps, const DeviceWorkspace& ws,
+                  IncrementalReference& ref, int64_t T, double bound_out, double bound_state,
+                  Worst& worst_out, Worst& worst_state, gdn_precision_t precision = GDN_PRECISION_BF16) {
     const Spec& spec = d.host.spec;
     ref.advance_to(T);
-    const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_BF16);
+    const Result r = run_prefix(d, caps, ws, T, GDN_ALGO_CHUNKED, precision);
     const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, bound_out);
     const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), bound_state);
     INFO(describe(co, "out vs FP64"));
@@ -125,6 +125,16 @@ void check_bf16_prefix(DeviceProblem& d, const gdn_caps_t& caps, const DeviceWor
     CHECK(cs.ok());
     worst_out.add(co.rel(), T);
     worst_state.add(cs.rel(), T);
+}
+
+// The tensor-core sweeps' lengths: 1..70, then every 63rd (63 = -1 mod 32) to 4067, then
+// 4090..4099.
+std::vector<int64_t> tc_sweep_lengths() {
+    std::vector<int64_t> lengths;
+    for (int64_t T = 1; T <= 70; ++T) lengths.push_back(T);
+    for (int64_t T = 71; T < 4068; T += 63) lengths.push_back(T);
+    for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
+    return lengths;
 }
 
 }  // namespace
@@ -302,10 +312,7 @@ TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precisi
     DeviceWorkspace ws;
     size_for_tc_modes(ws, caps, p.problem);
 
-    std::vector<int64_t> lengths;
-    for (int64_t T = 1; T <= 70; ++T) lengths.push_back(T);
-    for (int64_t T = 71; T < 4068; T += 63) lengths.push_back(T);  // 63 = -1 mod 32
-    for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
+    const std::vector<int64_t> lengths = tc_sweep_lengths();
 
     // 48, 32, 64 columns per block for the shared-memory scan (TF32X3); the
     // register-state scan (BF16, FP16, BF16X3, FP16X3) takes 64 at each.
@@ -370,27 +377,15 @@ TEST_CASE("tensor-core chunked path: FP16X3 on f16 inputs matches FP64 at T = 1.
         CHECK((info.precision == GDN_PRECISION_FP16X3 || info.precision == GDN_PRECISION_TF32X3));
     }
 
-    std::vector<int64_t> lengths;
-    for (int64_t T = 1; T <= 70; ++T) lengths.push_back(T);
-    for (int64_t T = 71; T < 4068; T += 63) lengths.push_back(T);
-    for (int64_t T = 4090; T <= 4099; ++T) lengths.push_back(T);
+    const std::vector<int64_t> lengths = tc_sweep_lengths();
     const int32_t sm_counts[] = {8, 12, 6};
     Worst worst_out, worst_state;
     size_t i = 0;
     for (int64_t T : lengths) {
         gdn_caps_t c = caps;
         c.multiprocessor_count = sm_counts[i++ % 3];
-        ref.advance_to(T);
-        const Result r = run_prefix(d, c, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_FP16X3);
-        const Comparison co = compare_vec(r.out, ref.out(), size_t(T) * spec.hv * spec.v, kVsFp64);
-        const Comparison cs = compare_vec(r.state, ref.state(), ref.state().size(), kVsFp64);
         INFO("T = " << T << ", SMs = " << c.multiprocessor_count << ", FP16X3, f16 inputs");
-        INFO(describe(co, "out vs FP64"));
-        INFO(describe(cs, "state vs FP64"));
-        CHECK(co.ok());
-        CHECK(cs.ok());
-        worst_out.add(co.rel(), T);
-        worst_state.add(cs.rel(), T);
+        check_prefix(d, c, ws, ref, T, kVsFp64, kVsFp64, worst_out, worst_state, GDN_PRECISION_FP16X3);
     }
     std::printf("tc parity sweep FP16X3 (%zu lengths, Hk 1, Hv 3, f16 inputs; ran as %s): worst out %.3g "
                 "(T %lld) state %.3g (T %lld), bound %.0e\n",
@@ -458,7 +453,7 @@ TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
         Worst worst_out, worst_state;
         for (int64_t T : lengths) {
             INFO(what << ", T = " << T);
-            check_bf16_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
+            check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
         }
         std::printf("fused parity sweep, %s (%zu lengths, Hk 1, Hv 3, bf16 inputs): worst out %.3g (T %lld) "
                     "state %.3g (T %lld), bounds %.0e / %.0e\n",
@@ -500,7 +495,7 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
             Worst worst_out, worst_state;
             for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
                 INFO("g ~ U(" << g_lo << ", -0.01), " << (norm ? "l2norm" : "no norm") << ", T = " << T);
-                check_bf16_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
+                check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
             }
             std::printf("fused strong decays, g ~ U(%g, -0.01), %s: worst out %.3g (T %lld) state %.3g (T %lld), "
                         "bounds %.0e / %.0e\n",
