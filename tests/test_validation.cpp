@@ -21,10 +21,12 @@
 namespace {
 
 // The precision the CUDA chunked path reports where the requested one's scan
-// fits: FP16X3 takes the TF32X3 scan until its split scan has run on a GPU
-// (policy::kCudaFp16x3Verified).
-gdn_precision_t cuda_served(gdn_precision_t p) {
-    return p == GDN_PRECISION_FP16X3 && !gdn::policy::kCudaFp16x3Verified ? GDN_PRECISION_TF32X3 : p;
+// fits: with the output norm, FP16X3 takes the TF32X3 scan
+// (policy::kCudaFp16x3OutputNorm).
+gdn_precision_t cuda_served(gdn_precision_t p, uint32_t flags) {
+    return p == GDN_PRECISION_FP16X3 && (flags & GDN_FLAG_OUTPUT_NORM) && !gdn::policy::kCudaFp16x3OutputNorm
+               ? GDN_PRECISION_TF32X3
+               : p;
 }
 
 constexpr unsigned char kPattern = 0xA5;
@@ -522,7 +524,7 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
         REQUIRE(gdn_select_path(&c, &p, nullptr, &info) == GDN_SUCCESS);
         INFO(info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(precision));
+        CHECK(info.precision == cuda_served(precision, p.flags));
         CHECK(info.chunk_size == 32);
         size_t tc_bytes = 0, fp32_bytes = 0;
         const gdn_status_t ws = gdn_workspace_size(&c, &p, &tc_bytes);
@@ -544,7 +546,7 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
             const size_t split = 2 * rows * (size_t(48) * (128 + 64) * 2 + size_t(16) * 2 * 128 * 2);
-            const gdn_precision_t served = cuda_served(precision);
+            const gdn_precision_t served = cuda_served(precision, p.flags);
             const bool x3 = served == GDN_PRECISION_BF16X3 || served == GDN_PRECISION_FP16X3;
             CHECK(tc_bytes == (served == GDN_PRECISION_TF32X3 ? fp32_bytes : x3 ? mma + split : mma));
             CHECK(fp32_bytes > 0);
@@ -663,7 +665,7 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         REQUIRE(gdn_select_path(&h200, &x, nullptr, &info) == GDN_SUCCESS);
         INFO("precision " << int(other) << ": " << info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(other));
+        CHECK(info.precision == cuda_served(other, x.flags));
         CHECK(info.chunk_size == 32);
     }
     // With tensors: q/k/v rows by TMA need 16-byte aligned pointers and strides.
@@ -747,19 +749,21 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
         const gdn_caps_t a100 = cuda_card(f.caps, "sm_80", 8, 0, 108, 166912, 167936);
         gdn_problem_t p = engine_prompt(f.problem);
         p.precision = x3;
-        if (fp16 && !gdn::policy::kCudaFp16x3Verified) {
-            // Until its split scan has run on a GPU, the TF32X3 scan serves
-            // FP16X3 wherever that fits, and says so.
-            for (const gdn_caps_t& c : {h200, a100}) {
-                gdn_problem_t k64 = p;
-                k64.head_dim_k = 64;
-                expect_tc(c, k64, GDN_PRECISION_TF32X3);
-                CHECK(std::string(info.reason).find("TF32X3 serves FP16X3 (whose scan awaits its GPU run)") !=
-                      std::string::npos);
+        REQUIRE((p.flags & GDN_FLAG_OUTPUT_NORM) == 0);
+        // With the output norm the TF32X3 scan serves FP16X3 wherever that
+        // fits, and says so (policy::kCudaFp16x3OutputNorm); BF16X3 keeps its
+        // own scan.
+        {
+            const bool tf32x3 = fp16 && !gdn::policy::kCudaFp16x3OutputNorm;
+            gdn_problem_t normed = p;
+            normed.flags |= GDN_FLAG_OUTPUT_NORM;
+            gdn_problem_t normed64 = normed;
+            normed64.head_dim_k = 64;
+            for (const auto& [c, q] : {std::pair{h200, normed}, {h200, normed64}, {a100, normed64}}) {
+                expect_tc(c, q, tf32x3 ? GDN_PRECISION_TF32X3 : x3);
+                CHECK((std::string(info.reason).find("TF32X3 serves FP16X3 (the output norm would scale up "
+                                                     "its FP16 terms' floor)") != std::string::npos) == tf32x3);
             }
-            expect_tc(h200, p, GDN_PRECISION_TF32X3);
-            CHECK(std::string(info.reason).find("awaits its GPU run") != std::string::npos);
-            continue;
         }
         // K = 128: three split stages, 230400 bytes; the H100/H200 have them.
         expect_tc(h200, p, x3);
@@ -866,7 +870,7 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     for (gdn_precision_t precision :
          {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         p.precision = precision;
-        const gdn_precision_t served = cuda_served(precision);  // TF32X3: FP32's scratch
+        const gdn_precision_t served = cuda_served(precision, p.flags);  // TF32X3: FP32's scratch
         const size_t one = served == GDN_PRECISION_BF16 ? bf16
                            : served == GDN_PRECISION_BF16X3 || served == GDN_PRECISION_FP16X3
                                ? bf16x3
@@ -897,7 +901,7 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, bf16x3},
     };
     for (const auto& x : typed) {
-        if (cuda_served(x.precision) != x.precision) continue;  // (FP16X3 before its GPU run)
+        if (cuda_served(x.precision, p.flags) != x.precision) continue;  // (FP16X3 with the output norm)
         INFO("precision " << int(x.precision) << ", input " << int(x.input));
         p.precision = x.precision;
         p.input_dtype = p.gate_dtype = x.input;
@@ -977,7 +981,7 @@ TEST_CASE("CUDA: the BF16X3 and FP16X3 scan's stages hold the remainders too", "
         INFO("precision " << int(x3));
         REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(x3));
+        CHECK(info.precision == cuda_served(x3, p.flags));
         REQUIRE(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_SUCCESS);
         INFO(info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
@@ -1178,9 +1182,9 @@ TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole"
     CHECK(answered > 1000);
     // The cases include the longest clause's: a split mode served by TF32X3.
     CHECK(bf16x3_served > 0);
-    // (FP16X3 before its GPU run: TF32X3 serves it wherever it fits.)
-    CHECK((gdn::policy::kCudaFp16x3Verified ? fp16x3_served == bf16x3_served
-                                            : fp16x3_served > bf16x3_served));
+    // (FP16X3 with the output norm: TF32X3 serves it wherever it fits.)
+    CHECK((gdn::policy::kCudaFp16x3OutputNorm ? fp16x3_served == bf16x3_served
+                                              : fp16x3_served > bf16x3_served));
     // Cut, it would fill the field: sizeof - 1 bytes.
     CHECK(longest < sizeof(gdn_path_info_t::reason) - 1);
 }

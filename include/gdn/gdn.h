@@ -57,7 +57,7 @@ extern "C" {
 
 #define GDN_VERSION_MAJOR 0
 #define GDN_VERSION_MINOR 6
-#define GDN_VERSION_PATCH 0
+#define GDN_VERSION_PATCH 1
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -151,9 +151,9 @@ typedef enum gdn_precision_t {
                                  accumulation: FP32-class errors at BF16X3's cost, within
                                  FP16's range (entries beyond 65504 overflow, as under
                                  GDN_PRECISION_FP16; since 0.6.0) (CUDA where BF16X3's scan
-                                 fits, once verified on a GPU: 0.6.0 serves it with the
-                                 TF32X3 scan everywhere, and path_info says so; elsewhere a
-                                 more accurate path) */
+                                 fits, since 0.6.1; with GDN_FLAG_OUTPUT_NORM, which would
+                                 scale up its absolute error, the TF32X3 scan, and path_info
+                                 says so; elsewhere a more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

@@ -98,9 +98,9 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
     // The C = 32 kernels load element by element: any stride and alignment
     // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
-    // FP16X3 before its GPU run: the TF32X3 scan, with its own reasons where
-    // that does not fit either (policy::kCudaFp16x3Verified).
-    if (s.precision == GDN_PRECISION_FP16X3 && !policy::kCudaFp16x3Verified)
+    // FP16X3 with the output norm: the TF32X3 scan, with its own reasons
+    // where that does not fit either (policy::kCudaFp16x3OutputNorm).
+    if (s.precision == GDN_PRECISION_FP16X3 && s.output_norm() && !policy::kCudaFp16x3OutputNorm)
         return cuda_chunked_as(caps, s, GDN_PRECISION_TF32X3, c);
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
     if (why.empty() && s.precision == GDN_PRECISION_BF16 && cuda_fused64_problem(caps, s, t).empty()) {
@@ -285,8 +285,8 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     // 191 characters; tests/test_validation.cpp checks every case).
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
-        served = s.precision == GDN_PRECISION_FP16X3 && !policy::kCudaFp16x3Verified
-                     ? "; TF32X3 serves FP16X3 (whose scan awaits its GPU run)"
+        served = s.precision == GDN_PRECISION_FP16X3 && s.output_norm() && !policy::kCudaFp16x3OutputNorm
+                     ? "; TF32X3 serves FP16X3 (the output norm would scale up its FP16 terms' floor)"
                      : fmt::format("; TF32X3 serves {} (whose scan does not fit)",
                                    s.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3");
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
