@@ -761,8 +761,8 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
             normed64.head_dim_k = 64;
             for (const auto& [c, q] : {std::pair{h200, normed}, {h200, normed64}, {a100, normed64}}) {
                 expect_tc(c, q, tf32x3 ? GDN_PRECISION_TF32X3 : x3);
-                CHECK((std::string(info.reason).find("TF32X3 serves FP16X3 (the output norm would scale up "
-                                                     "its FP16 terms' floor)") != std::string::npos) == tf32x3);
+                CHECK((std::string(info.reason).find("TF32X3 serves FP16X3 (whose error with the output "
+                                                     "norm is over its bound)") != std::string::npos) == tf32x3);
             }
         }
         // K = 128: three split stages, 230400 bytes; the H100/H200 have them.

@@ -151,9 +151,9 @@ typedef enum gdn_precision_t {
                                  accumulation: FP32-class errors at BF16X3's cost, within
                                  FP16's range (entries beyond 65504 overflow, as under
                                  GDN_PRECISION_FP16; since 0.6.0) (CUDA where BF16X3's scan
-                                 fits, since 0.6.1; with GDN_FLAG_OUTPUT_NORM, which would
-                                 scale up its absolute error, the TF32X3 scan, and path_info
-                                 says so; elsewhere a more accurate path) */
+                                 fits, since 0.6.1; with GDN_FLAG_OUTPUT_NORM, where its
+                                 error measured over FP32-class, the TF32X3 scan, and
+                                 path_info says so; elsewhere a more accurate path) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

@@ -286,7 +286,7 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
         served = s.precision == GDN_PRECISION_FP16X3 && s.output_norm() && !policy::kCudaFp16x3OutputNorm
-                     ? "; TF32X3 serves FP16X3 (the output norm would scale up its FP16 terms' floor)"
+                     ? "; TF32X3 serves FP16X3 (whose error with the output norm is over its bound)"
                      : fmt::format("; TF32X3 serves {} (whose scan does not fit)",
                                    s.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3");
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)

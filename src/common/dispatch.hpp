@@ -88,14 +88,12 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stage
 // at K = 64.
 constexpr int32_t kCudaScanMmaMinStages = 3;
 // Whether the CUDA dispatch gives GDN_PRECISION_FP16X3 its own split scan
-// where the output norm (GDN_FLAG_OUTPUT_NORM) is on. FP16X3's error is
-// absolute: an unscaled FP16 remainder bottoms out at 2^-24, so a row far
-// below the output's largest carries relatively more of it, and the norm's
-// division by each row's RMS scales it up: 1.1e-5 and 4.6e-6 from FP64 on the
-// GPU tests' output-norm shapes (run 283 on an H100, docs/cuda.md; bound 5e-6
-// / 2e-6, BF16X3 5.4e-6 there), against <= 1.4e-6 on every shape without it.
-// While false, the TF32X3 scan (~1e-6 there) serves FP16X3 with the norm, and
-// the reason says so.
+// where the output norm (GDN_FLAG_OUTPUT_NORM) is on. There FP16X3 measured
+// 1.1e-5 and 4.6e-6 from FP64 on the GPU tests' output-norm shapes (run 283 on
+// an H100, docs/cuda.md; bound 5e-6 / 2e-6, BF16X3 5.4e-6 there), against
+// <= 1.4e-6 on every shape without it; a model of its arithmetic does not
+// reproduce that (docs/perf-notes.md v102). While false, the TF32X3 scan
+// (~1.6e-6 there) serves FP16X3 with the norm, and the reason says so.
 constexpr bool kCudaFp16x3OutputNorm = false;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
                                        bool split = false) {

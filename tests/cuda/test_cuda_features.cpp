@@ -40,8 +40,8 @@ struct Mode {
 // on FP16 terms: an FP16 value and one or two unscaled FP16 remainders) is
 // FP32-class (~3e-7..8e-7 from FP64 expected): the FP32 paths' bounds, 5e-6
 // from FP64 and 1e-5 from the CPU backend (where its scan does not fit, and
-// with the output norm, which scaled its absolute error up to 1.1e-5 on the
-// "every flag" shape in run 283, the TF32X3 scan, ~1e-6 from FP64, serves it). BF16/FP16
+// with the output norm, where it measured 1.1e-5 on the "every flag" shape in
+// run 283, the TF32X3 scan, ~1e-6 from FP64, serves it). BF16/FP16
 // operands round the state, k, q and D to 8/11 bits per
 // product (the products accumulate in FP32 and the state stays FP32), so
 // their errors sit near 2^-9 / 2^-12 of the largest value, as
