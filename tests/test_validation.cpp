@@ -763,6 +763,16 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
                 expect_tc(c, q, tf32x3 ? GDN_PRECISION_TF32X3 : x3);
                 CHECK((std::string(info.reason).find("TF32X3 serves FP16X3 (whose error with the output "
                                                      "norm is over its bound)") != std::string::npos) == tf32x3);
+                // The workspace is the path's that runs: TF32X3's where it serves.
+                gdn_problem_t as_tf32x3 = q;
+                as_tf32x3.precision = GDN_PRECISION_TF32X3;
+                size_t bytes = 0, tf32x3_bytes = 0;
+                const gdn_status_t ws = gdn_workspace_size(&c, &q, &bytes);
+                if (ws != GDN_ERROR_BACKEND_UNAVAILABLE) {  // a build without the CUDA backend
+                    REQUIRE(ws == GDN_SUCCESS);
+                    REQUIRE(gdn_workspace_size(&c, &as_tf32x3, &tf32x3_bytes) == GDN_SUCCESS);
+                    CHECK((bytes == tf32x3_bytes) == tf32x3);
+                }
             }
         }
         // K = 128: three split stages, 230400 bytes; the H100/H200 have them.

@@ -551,17 +551,17 @@ TEST_CASE("the every-flag shape without the output norm: raw outputs, and their 
                 largest = std::max(largest, std::fabs(ref.out[r * V + i] * nw));
             }
         }
-        double rms_worst = 0.0, rms_all = 0.0;
+        double rms_worst = 0.0, max_out = 0.0;
         for (size_t i = 0; i < V; ++i) rms_worst += ref.out[worst_row * V + i] * ref.out[worst_row * V + i];
         for (size_t i = 0; i < got.size(); ++i)
-            if (live[i]) rms_all = std::max(rms_all, std::fabs(ref.out[i]));
+            if (live[i]) max_out = std::max(max_out, std::fabs(ref.out[i]));
         std::printf("norm rows: %-6s raw out %.3g vs FP64; rows normalised on the host %.3g (worst row: token "
                     "%zu, head %zu, RMS %.3g, largest |out| %.3g)\n",
                     precision == GDN_PRECISION_TF32X3   ? "TF32X3"
                     : precision == GDN_PRECISION_BF16X3 ? "BF16X3"
                                                         : "FP16X3",
                     raw.rel(), worst / largest, worst_row / size_t(s.hv), worst_row % size_t(s.hv),
-                    std::sqrt(rms_worst / double(V)), rms_all);
+                    std::sqrt(rms_worst / double(V)), max_out);
         INFO(describe(raw, "raw out vs FP64"));
         CHECK(raw.ok());
     }
