@@ -17,17 +17,11 @@
 #include "common/dispatch.hpp"
 #include "common/validate.hpp"
 #include "gdn/gdn.h"
+#include "support.hpp"
 
 namespace {
 
-// The precision the CUDA chunked path reports where the requested one's scan
-// fits: with the output norm, FP16X3 takes the TF32X3 scan
-// (policy::kCudaFp16x3OutputNorm).
-gdn_precision_t cuda_served(gdn_precision_t p, uint32_t flags) {
-    return p == GDN_PRECISION_FP16X3 && (flags & GDN_FLAG_OUTPUT_NORM) && !gdn::policy::kCudaFp16x3OutputNorm
-               ? GDN_PRECISION_TF32X3
-               : p;
-}
+using gdn_test::cuda_served;
 
 constexpr unsigned char kPattern = 0xA5;
 
