@@ -163,6 +163,7 @@ struct Spec {
     double g_lo = -0.3, g_hi = -0.01;     // log decay ~ U(g_lo, g_hi)
     double beta_lo = 0.0, beta_hi = 1.0;  // β ~ U(beta_lo, beta_hi)
     double state_sigma = 0.5;             // initial state ~ N(0, σ²)
+    double v_sigma = 1.0;                 // v ~ N(0, v_sigma²)
     bool unit_keys = true;                // k rows of unit length (when not L2-normalised by the flag)
     bool nan_in_padding = false;          // a padding sequence's rows (slot < 0) of q/k/v/g/β: NaN
 };
@@ -314,7 +315,7 @@ public:
                 put(k, k_l, t, h, row);
             }
             for (int32_t h = 0; h < s.hv; ++h) {
-                for (int32_t i = 0; i < s.v; ++i) row[size_t(i)] = rng.normal();
+                for (int32_t i = 0; i < s.v; ++i) row[size_t(i)] = s.v_sigma * rng.normal();
                 put(v, v_l, t, h, row);
                 for (int32_t i = 0; i < s.v; ++i) row[size_t(i)] = rng.normal();
                 put(z, z_l, t, h, row);

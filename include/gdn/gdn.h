@@ -57,7 +57,7 @@ extern "C" {
 
 #define GDN_VERSION_MAJOR 0
 #define GDN_VERSION_MINOR 6
-#define GDN_VERSION_PATCH 1
+#define GDN_VERSION_PATCH 2
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -147,13 +147,15 @@ typedef enum gdn_precision_t {
                                  the shared memory for it, H100/H200 at K = 128; elsewhere a
                                  more accurate path) */
     GDN_PRECISION_FP16X3 = 5, /* near-FP32 tensor-core products on FP16 operands split into a
-                                 value and one or two unscaled FP16 remainders, FP32
-                                 accumulation: FP32-class errors at BF16X3's cost, within
-                                 FP16's range (entries beyond 65504 overflow, as under
-                                 GDN_PRECISION_FP16; since 0.6.0) (CUDA where BF16X3's scan
-                                 fits, since 0.6.1; with GDN_FLAG_OUTPUT_NORM, where its
-                                 error measured over FP32-class, the TF32X3 scan, and
-                                 path_info says so; elsewhere a more accurate path) */
+                                 value and one or two FP16 remainders, FP32 accumulation:
+                                 FP32-class errors at BF16X3's cost (since 0.6.0) (CUDA where
+                                 BF16X3's scan fits, since 0.6.1; elsewhere a more accurate
+                                 path). Since 0.6.2 its operands run at power-of-two scales
+                                 (v and the state at 64x), which keeps small entries out of
+                                 FP16's subnormal range (and so FP32-class with
+                                 GDN_FLAG_OUTPUT_NORM too) and narrows its range: entries of
+                                 v, the state or the delta residuals beyond ~1000 overflow
+                                 (non-finite results) */
     GDN_PRECISION_MAX_ENUM_ = 0x7FFFFFFF
 } gdn_precision_t;
 

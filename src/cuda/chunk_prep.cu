@@ -163,6 +163,12 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     // the scan applies to each output last (kFp16x3QfLate).
     constexpr bool kQfLate = kFp16x3QfLate<GRAM>;
     constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
+    // FP16X3: P, Tβ and −W at their scales (kernels.hpp; 1 in the other
+    // modes, where the multiplications are exact), qf's factor divided by
+    // the scales the scan's outputs carry.
+    constexpr bool kScaled = GRAM == ScanMode::kFp16x3;
+    const float p_scale = kScaled ? w.p_scale : 1.0f, tb_scale = kScaled ? w.tb_scale : 1.0f;
+    const float qf_unscale = kScaled ? 1.0f / (w.value_scale * w.p_scale) : 1.0f;
     auto process_rows = [&](auto vec_t) {
         constexpr bool VEC = decltype(vec_t)::value;
         // A lane's J elements into a row (its first element at row), as one
@@ -450,7 +456,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 // (lanes past t may see an infinite exponential).
                 const float e = exp_ap(X3 ? run : gt - gamma);
                 const float qk = lane <= t ? qk_s[t * 33 + lane] : 0.0f;
-                const float x = lane <= t ? e * qk : 0.0f;
+                const float x = lane <= t ? e * qk * p_scale : 0.0f;
                 if constexpr (MMA) {
                     uint16_t* row = p_lane + t * TPW;
                     const uint16_t hi = to16(x);
@@ -469,8 +475,8 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 if (lane < L)
                     *reinterpret_cast<float4*>(w.F4 + (hrow + lane) * 4) =
                         make_float4(expf(X3 ? run : gl - gamma) * f_s[2 * lane + 1],
-                                    kQfLate ? expf(gamma) : expf(gamma) * f_s[2 * lane], expf(gl),
-                                    kQfLate ? f_s[2 * lane] : 0.0f);
+                                    kQfLate ? expf(gamma) * p_scale : expf(gamma) * f_s[2 * lane], expf(gl),
+                                    kQfLate ? f_s[2 * lane] * qf_unscale : 0.0f);
             }
             return;
         }
@@ -567,8 +573,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
             // operand, over A in the warp's buffer (every read of A and T22
             // done): rows of 40 halves (an ldmatrix's 8 rows in distinct
             // banks); its upper right block is never read.
-            const float b_d = __shfl_sync(0xffffffffu, beta, o + j), b_l = __shfl_sync(0xffffffffu, beta, j);
-            const float sv = -(beta * expf(gamma) * f_s[2 * lane + 1]);
+            const float b_d = __shfl_sync(0xffffffffu, beta, o + j) * tb_scale,
+                        b_l = __shfl_sync(0xffffffffu, beta, j) * tb_scale;
+            const float sv = -(beta * expf(gamma) * f_s[2 * lane + 1]) * tb_scale;
             const float s_d = __shfl_sync(0xffffffffu, sv, o + j), s_l = __shfl_sync(0xffffffffu, sv, j);
             constexpr int LDT = 40;
             uint16_t* ts = reinterpret_cast<uint16_t*>(a_s);

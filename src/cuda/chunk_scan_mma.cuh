@@ -54,10 +54,14 @@
 // three BF16 terms, exact for an FP32 value. A product keeps the term pairs
 // i + j <= 2 (hi·hi + hi·lo + lo·hi for two-term operands).
 // FP16X3 (ScanMode::kFp16x3) is the same scan on FP16 terms: the remainders
-// unscaled FP16 (11 bits a term, so value + remainder hold ~22 of an FP32
-// value's 24 bits, against BF16's ~16), exact for f16 k/q/v; FP32-class
-// products (docs/perf-notes.md v100) within FP16's range (entries beyond 65504
-// overflow, as in the FP16 mode), remainders of tiny entries subnormal.
+// FP16 (11 bits a term, so value + remainder hold ~22 of an FP32 value's 24
+// bits, against BF16's ~16), exact for f16 k/q/v; FP32-class products
+// (docs/perf-notes.md v100). Its operands run at power-of-two scales
+// (ChunkScratch::value_scale, tb_scale, p_scale; v103), so that the
+// remainders of small entries stay out of FP16's subnormal range: the state
+// and v (and so D, D2 and the outputs before their last factor) at
+// value_scale, Tβ and −W at tb_scale (D divided by it before its split), P at
+// p_scale. Entries beyond 65504 over their scale overflow.
 // Accumulation and the state are FP32.
 #pragma once
 
@@ -623,21 +627,26 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         return uint32_t(st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8);
     };
     // A head's state at `heads` (a pool slot, or TS: the workspace's carry).
+    // FP16X3 holds the state (and v, D, D2) at w.value_scale (kernels.hpp).
+    constexpr bool kScaled = MODE == ScanMode::kFp16x3;
     auto load_from = [&](const float* heads, bool zero) {
         const float* st = heads + int64_t(h) * p.K * p.V;
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
+            for (int e = 0; e < 4; ++e) {
                 S[j][e] = zero ? 0.0f : st[state_at(j, e)];
+                if constexpr (kScaled) S[j][e] *= w.value_scale;
+            }
     };
     auto store_to = [&](float* heads, bool zero) {
         float* st = heads + int64_t(h) * p.K * p.V;
+        const float unscale = kScaled ? 1.0f / w.value_scale : 1.0f;
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                st[state_at(j, e)] = zero ? 0.0f : S[j][e];
+                st[state_at(j, e)] = zero ? 0.0f : kScaled ? S[j][e] * unscale : S[j][e];
     };
     auto slot_heads = [&](int32_t slot) { return p.state + int64_t(slot) * p.slot_stride; };
     auto load_state = [&](const Chunk& c) {
@@ -789,6 +798,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                             const In* vr = vb + (16 * s + 8 * j + e) * LDV;
                             x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
                             x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
+                            if constexpr (kScaled) {  // v at the state's scale, before its split
+                                x[2 * s + j][e] *= w.value_scale;
+                                x[2 * s + j][2 + e] *= w.value_scale;
+                            }
                         }
                     if constexpr (X3)
                         acc_to_a3<MODE>(x, s, va);
@@ -802,6 +815,13 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     else
                         small_product(d, va[0], va[1], !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
                 }
+            }
+            // FP16X3, exact 16-bit v (unscaled operands): Ũᵀ to the state's scale.
+            if (kScaled && v_exact) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) d[j][e] *= w.value_scale;
             }
         };
 
@@ -909,6 +929,15 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                 mma::mma16<MODE>(yq[2 * nn], a, {r[0], r[1]});
                 mma::mma16<MODE>(yq[2 * nn + 1], a, {r[2], r[3]});
             }
+        }
+
+        // FP16X3: Tβ and −W came at w.tb_scale: Dᵀ back to the state's scale.
+        if constexpr (kScaled) {
+            const float unscale = 1.0f / w.tb_scale;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) d[j][e] *= unscale;
         }
 
         // Dᵀ (value and remainder) and D2ᵀ as A operands. BF16X3: Dᵀ as three
