@@ -168,15 +168,6 @@ struct Spec {
     bool nan_in_padding = false;          // a padding sequence's rows (slot < 0) of q/k/v/g/β: NaN
 };
 
-// The precision the CUDA chunked path reports for `p` (with `flags`) where
-// its own scan fits: with the output norm, FP16X3 takes the TF32X3 scan
-// (policy::kCudaFp16x3OutputNorm).
-inline gdn_precision_t cuda_served(gdn_precision_t p, uint32_t flags) {
-    return p == GDN_PRECISION_FP16X3 && (flags & GDN_FLAG_OUTPUT_NORM) && !gdn::policy::kCudaFp16x3OutputNorm
-               ? GDN_PRECISION_TF32X3
-               : p;
-}
-
 inline int64_t total_tokens(const Spec& s) {
     int64_t n = 0;
     for (int32_t l : s.seq_lens) n += l;

@@ -17,11 +17,8 @@
 #include "common/dispatch.hpp"
 #include "common/validate.hpp"
 #include "gdn/gdn.h"
-#include "support.hpp"
 
 namespace {
-
-using gdn_test::cuda_served;
 
 constexpr unsigned char kPattern = 0xA5;
 
@@ -518,7 +515,7 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
         REQUIRE(gdn_select_path(&c, &p, nullptr, &info) == GDN_SUCCESS);
         INFO(info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(precision, p.flags));
+        CHECK(info.precision == precision);
         CHECK(info.chunk_size == 32);
         size_t tc_bytes = 0, fp32_bytes = 0;
         const gdn_status_t ws = gdn_workspace_size(&c, &p, &tc_bytes);
@@ -540,9 +537,8 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
             const size_t split = 2 * rows * (size_t(48) * (128 + 64) * 2 + size_t(16) * 2 * 128 * 2);
-            const gdn_precision_t served = cuda_served(precision, p.flags);
-            const bool x3 = served == GDN_PRECISION_BF16X3 || served == GDN_PRECISION_FP16X3;
-            CHECK(tc_bytes == (served == GDN_PRECISION_TF32X3 ? fp32_bytes : x3 ? mma + split : mma));
+            const bool x3 = precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3;
+            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3 ? fp32_bytes : x3 ? mma + split : mma));
             CHECK(fp32_bytes > 0);
         }
         // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
@@ -659,7 +655,7 @@ TEST_CASE("CUDA: BF16 takes the fused C = 64 path on sm_90 where it fits, else C
         REQUIRE(gdn_select_path(&h200, &x, nullptr, &info) == GDN_SUCCESS);
         INFO("precision " << int(other) << ": " << info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(other, x.flags));
+        CHECK(info.precision == other);
         CHECK(info.chunk_size == 32);
     }
     // With tensors: q/k/v rows by TMA need 16-byte aligned pointers and strides.
@@ -744,20 +740,17 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
         gdn_problem_t p = engine_prompt(f.problem);
         p.precision = x3;
         REQUIRE((p.flags & GDN_FLAG_OUTPUT_NORM) == 0);
-        // With the output norm the TF32X3 scan serves FP16X3 wherever that
-        // fits, and says so (policy::kCudaFp16x3OutputNorm); BF16X3 keeps its
-        // own scan.
+        // With the output norm each keeps its own scan (FP16X3 since 0.6.2:
+        // 0.6.1 gave it the TF32X3 scan there), and its own workspace.
         {
-            const bool tf32x3 = fp16 && !gdn::policy::kCudaFp16x3OutputNorm;
             gdn_problem_t normed = p;
             normed.flags |= GDN_FLAG_OUTPUT_NORM;
             gdn_problem_t normed64 = normed;
             normed64.head_dim_k = 64;
             for (const auto& [c, q] : {std::pair{h200, normed}, {h200, normed64}, {a100, normed64}}) {
-                expect_tc(c, q, tf32x3 ? GDN_PRECISION_TF32X3 : x3);
-                CHECK((std::string(info.reason).find("TF32X3 serves FP16X3 (whose error with the output "
-                                                     "norm is over its bound)") != std::string::npos) == tf32x3);
-                // The workspace is the path's that runs: TF32X3's where it serves.
+                expect_tc(c, q, x3);
+                CHECK(std::string(info.reason).find("serves") == std::string::npos);
+                // The workspace is the path's that runs, not TF32X3's.
                 gdn_problem_t as_tf32x3 = q;
                 as_tf32x3.precision = GDN_PRECISION_TF32X3;
                 size_t bytes = 0, tf32x3_bytes = 0;
@@ -765,7 +758,7 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
                 if (ws != GDN_ERROR_BACKEND_UNAVAILABLE) {  // a build without the CUDA backend
                     REQUIRE(ws == GDN_SUCCESS);
                     REQUIRE(gdn_workspace_size(&c, &as_tf32x3, &tf32x3_bytes) == GDN_SUCCESS);
-                    CHECK((bytes == tf32x3_bytes) == tf32x3);
+                    CHECK(bytes != tf32x3_bytes);
                 }
             }
         }
@@ -874,9 +867,8 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     for (gdn_precision_t precision :
          {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         p.precision = precision;
-        const gdn_precision_t served = cuda_served(precision, p.flags);  // TF32X3: FP32's scratch
-        const size_t one = served == GDN_PRECISION_BF16 ? bf16
-                           : served == GDN_PRECISION_BF16X3 || served == GDN_PRECISION_FP16X3
+        const size_t one = precision == GDN_PRECISION_BF16 ? bf16
+                           : precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3
                                ? bf16x3
                                : fp32;
         INFO("precision " << int(precision));
@@ -905,7 +897,6 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, bf16x3},
     };
     for (const auto& x : typed) {
-        if (cuda_served(x.precision, p.flags) != x.precision) continue;  // (FP16X3 with the output norm)
         INFO("precision " << int(x.precision) << ", input " << int(x.input));
         p.precision = x.precision;
         p.input_dtype = p.gate_dtype = x.input;
@@ -985,7 +976,7 @@ TEST_CASE("CUDA: the BF16X3 and FP16X3 scan's stages hold the remainders too", "
         INFO("precision " << int(x3));
         REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == cuda_served(x3, p.flags));
+        CHECK(info.precision == x3);
         REQUIRE(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_SUCCESS);
         INFO(info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
@@ -1186,9 +1177,9 @@ TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole"
     CHECK(answered > 1000);
     // The cases include the longest clause's: a split mode served by TF32X3.
     CHECK(bf16x3_served > 0);
-    // (FP16X3 with the output norm: TF32X3 serves it wherever it fits.)
-    CHECK((gdn::policy::kCudaFp16x3OutputNorm ? fp16x3_served == bf16x3_served
-                                              : fp16x3_served > bf16x3_served));
+    // FP16X3 is served by TF32X3 exactly where BF16X3 is (the same scan's
+    // shared memory).
+    CHECK(fp16x3_served == bf16x3_served);
     // Cut, it would fill the field: sizeof - 1 bytes.
     CHECK(longest < sizeof(gdn_path_info_t::reason) - 1);
 }

@@ -35,12 +35,6 @@ bool lowp(gdn_precision_t p) { return p == GDN_PRECISION_FP16 || p == GDN_PRECIS
 // value and remainders.
 bool split_precision(gdn_precision_t p) { return p == GDN_PRECISION_BF16X3 || p == GDN_PRECISION_FP16X3; }
 
-// FP16X3 with the output norm: the TF32X3 scan serves it on CUDA
-// (policy::kCudaFp16x3OutputNorm).
-bool fp16x3_norm_served(const Shape& s) {
-    return s.precision == GDN_PRECISION_FP16X3 && s.output_norm() && !policy::kCudaFp16x3OutputNorm;
-}
-
 // The chunked path this backend would take, if eligible: sets path/chunk/
 // precision and returns "" when eligible, or the reason it is not. The CPU's
 // C = 16 path is an emulation of the HIP path's FP16/BF16-operand numerics
@@ -104,10 +98,6 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
 std::string cuda_chunked(const gdn_caps_t& caps, const Shape& s, const Tensors* t, PathChoice* c) {
     // The C = 32 kernels load element by element: any stride and alignment
     // works; the fused C = 64 one (BF16) reads q/k/v rows by TMA.
-    // FP16X3 with the output norm: the TF32X3 scan, with its own reasons
-    // where that does not fit either.
-    if (fp16x3_norm_served(s))
-        return cuda_chunked_as(caps, s, GDN_PRECISION_TF32X3, c);
     std::string why = cuda_chunked_as(caps, s, s.precision, c);
     if (why.empty() && s.precision == GDN_PRECISION_BF16 && cuda_fused64_problem(caps, s, t).empty()) {
         c->chunk_size = policy::kCudaFusedChunk;
@@ -291,10 +281,8 @@ gdn_status_t choose_path(const gdn_caps_t& caps, const Shape& s, const Tensors* 
     // 191 characters; tests/test_validation.cpp checks every case).
     std::string served;
     if (not_eligible.empty() && c.path == GDN_PATH_CHUNKED_TC && c.precision != s.precision)
-        served = fp16x3_norm_served(s)
-                     ? "; TF32X3 serves FP16X3 (whose error with the output norm is over its bound)"
-                     : fmt::format("; TF32X3 serves {} (whose scan does not fit)",
-                                   s.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3");
+        served = fmt::format("; TF32X3 serves {} (whose scan does not fit)",
+                             s.precision == GDN_PRECISION_FP16X3 ? "FP16X3" : "BF16X3");
     else if (caps.backend == GDN_BACKEND_CPU && lowp(s.precision) && c.path == GDN_PATH_CHUNKED_FP32)
         served = "; FP32 serves FP16/BF16 (faster on the CPU)";
     if (not_eligible.empty() && s.block_states() && GDN_STATE_BLOCK % c.chunk_size != 0)

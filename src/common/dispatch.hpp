@@ -87,17 +87,6 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stage
 // only; elsewhere its requests take the TF32X3 scan where that fits), 156672
 // at K = 64.
 constexpr int32_t kCudaScanMmaMinStages = 3;
-// Whether the CUDA dispatch gives GDN_PRECISION_FP16X3 its own split scan
-// where the output norm (GDN_FLAG_OUTPUT_NORM) is on. Unscaled, FP16X3
-// measured 1.1e-5 and 4.6e-6 from FP64 on the GPU tests' output-norm shapes
-// (run 283, docs/cuda.md; bound 5e-6 / 2e-6): its small operands' FP16
-// remainders fell into FP16's subnormal range, an absolute floor that the
-// norm's division by a row's RMS amplifies (runs 284-285, docs/perf-notes.md
-// v103). With its operands at power-of-two scales (0.6.2, cuda/kernels.hpp)
-// it measured 4.1e-6 and 1.0e-6 there (run 286). While false, the TF32X3
-// scan (~1.6e-6, but 11 ms against 4.3 at 32K) serves FP16X3 with the norm,
-// and the reason says so.
-constexpr bool kCudaFp16x3OutputNorm = true;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
                                        bool split = false) {
     return cuda_scan_mma_smem_bytes(K, ncol, 4, split) <= smem_per_block_optin ? 4

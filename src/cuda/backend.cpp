@@ -179,11 +179,6 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
         }
         w.O = O;
         w.kq16_fp16 = mode == ScanMode::kFp16 || mode == ScanMode::kFp16x3 ? 1 : 0;
-        if (mode == ScanMode::kFp16x3) {
-            w.value_scale = kFp16x3ValueScale;
-            w.tb_scale = kFp16x3TbScale;
-            w.p_scale = kFp16x3PScale;
-        }
         w.rows = rows;
     }
     if (halves == 1) l.scratch[1] = l.scratch[0];

@@ -164,11 +164,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
     constexpr bool kQfLate = kFp16x3QfLate<GRAM>;
     constexpr int TPW = kTp16Row<GRAM>;  // a TP16 row (16-bit elements)
     // FP16X3: P, Tβ and −W at their scales (kernels.hpp; 1 in the other
-    // modes, where the multiplications are exact), qf's factor divided by
-    // the scales the scan's outputs carry.
-    constexpr bool kScaled = GRAM == ScanMode::kFp16x3;
-    const float p_scale = kScaled ? w.p_scale : 1.0f, tb_scale = kScaled ? w.tb_scale : 1.0f;
-    const float qf_unscale = kScaled ? 1.0f / (w.value_scale * w.p_scale) : 1.0f;
+    // modes), qf's factor divided by the scales the scan's outputs carry.
+    constexpr float p_scale = kPScale<GRAM>, tb_scale = kTbScale<GRAM>;
+    constexpr float qf_unscale = 1.0f / (kValueScale<GRAM> * kPScale<GRAM>);
     auto process_rows = [&](auto vec_t) {
         constexpr bool VEC = decltype(vec_t)::value;
         // A lane's J elements into a row (its first element at row), as one

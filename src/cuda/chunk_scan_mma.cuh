@@ -57,11 +57,11 @@
 // FP16 (11 bits a term, so value + remainder hold ~22 of an FP32 value's 24
 // bits, against BF16's ~16), exact for f16 k/q/v; FP32-class products
 // (docs/perf-notes.md v100). Its operands run at power-of-two scales
-// (ChunkScratch::value_scale, tb_scale, p_scale; v103), so that the
+// (kValueScale, kTbScale, kPScale in kernels.hpp; v103), so that the
 // remainders of small entries stay out of FP16's subnormal range: the state
 // and v (and so D, D2 and the outputs before their last factor) at
-// value_scale, Tβ and −W at tb_scale (D divided by it before its split), P at
-// p_scale. Entries beyond 65504 over their scale overflow.
+// kValueScale, Tβ and −W at kTbScale (D divided by it before its split), P at
+// kPScale. Entries beyond 65504 over their scale overflow.
 // Accumulation and the state are FP32.
 #pragma once
 
@@ -627,8 +627,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         return uint32_t(st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8);
     };
     // A head's state at `heads` (a pool slot, or TS: the workspace's carry).
-    // FP16X3 holds the state (and v, D, D2) at w.value_scale (kernels.hpp).
+    // FP16X3 holds the state (and v, D, D2) at kValueScale (kernels.hpp).
     constexpr bool kScaled = MODE == ScanMode::kFp16x3;
+    constexpr float kVs = kValueScale<MODE>;
     auto load_from = [&](const float* heads, bool zero) {
         const float* st = heads + int64_t(h) * p.K * p.V;
 #pragma unroll
@@ -636,17 +637,16 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 S[j][e] = zero ? 0.0f : st[state_at(j, e)];
-                if constexpr (kScaled) S[j][e] *= w.value_scale;
+                if constexpr (kScaled) S[j][e] *= kVs;
             }
     };
     auto store_to = [&](float* heads, bool zero) {
         float* st = heads + int64_t(h) * p.K * p.V;
-        const float unscale = kScaled ? 1.0f / w.value_scale : 1.0f;
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                st[state_at(j, e)] = zero ? 0.0f : kScaled ? S[j][e] * unscale : S[j][e];
+                st[state_at(j, e)] = zero ? 0.0f : kScaled ? S[j][e] * (1.0f / kVs) : S[j][e];
     };
     auto slot_heads = [&](int32_t slot) { return p.state + int64_t(slot) * p.slot_stride; };
     auto load_state = [&](const Chunk& c) {
@@ -799,8 +799,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                             x[2 * s + j][e] = scan::Raw<IN_BYTES>::to_float(vr[0], bf16_in);
                             x[2 * s + j][2 + e] = scan::Raw<IN_BYTES>::to_float(vr[8], bf16_in);
                             if constexpr (kScaled) {  // v at the state's scale, before its split
-                                x[2 * s + j][e] *= w.value_scale;
-                                x[2 * s + j][2 + e] *= w.value_scale;
+                                x[2 * s + j][e] *= kVs;
+                                x[2 * s + j][2 + e] *= kVs;
                             }
                         }
                     if constexpr (X3)
@@ -821,7 +821,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) d[j][e] *= w.value_scale;
+                    for (int e = 0; e < 4; ++e) d[j][e] *= kVs;
             }
         };
 
@@ -931,13 +931,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
             }
         }
 
-        // FP16X3: Tβ and −W came at w.tb_scale: Dᵀ back to the state's scale.
+        // FP16X3: Tβ and −W came at kTbScale: Dᵀ back to the state's scale.
         if constexpr (kScaled) {
-            const float unscale = 1.0f / w.tb_scale;
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) d[j][e] *= unscale;
+                for (int e = 0; e < 4; ++e) d[j][e] *= 1.0f / kTbScale<MODE>;
         }
 
         // Dᵀ (value and remainder) and D2ᵀ as A operands. BF16X3: Dᵀ as three

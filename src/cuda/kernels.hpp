@@ -63,17 +63,10 @@ struct ChunkScratch {
     uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
                      // remainder (BF16X3, FP16X3: and a second remainder)
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
-                     // (FP16X3: e^{γ_last−γ_t} kf_t, e^{γ_t} p_scale, e^{γ_last},
-                     // qf_t / (value_scale p_scale); its TP16 and W16 at the
-                     // scales below)
+                     // (FP16X3: e^{γ_last−γ_t} kf_t, e^{γ_t} kPScale, e^{γ_last},
+                     // qf_t / (kValueScale kPScale); its TP16 and W16 at
+                     // kTbScale)
     int32_t kq16_fp16;  // 1: FP16 bits; 0: BF16 bits
-    // FP16X3: the operands' power-of-two scales, which keep small entries'
-    // FP16 remainders out of FP16's subnormal range (docs/perf-notes.md v103):
-    // the scan holds the state and v at value_scale (and so D, D2 and the
-    // outputs before their last factor), Tβ and −W come from the prep at
-    // tb_scale (the scan divides D by it), and P at p_scale (e^γ's factor in
-    // F4 times it, qf's divided by value_scale · p_scale). 1 in the other modes.
-    float value_scale = 1.0f, tb_scale = 1.0f, p_scale = 1.0f;
     int64_t rows;   // window + one chunk
     // GDN_FLAG_TOKEN_STATES (with GDN_FLAG_BLOCK_STATES: the FP32 and TF32X3
     // scans) over more than one window: the state of the sequence that
@@ -164,14 +157,22 @@ inline constexpr bool kRegStateScan =
 // FP32 rounding; since 0.6.2 with the scales below in F4's factors).
 template <ScanMode M>
 inline constexpr bool kFp16x3QfLate = M == ScanMode::kFp16x3;
-// FP16X3's operand scales (ChunkScratch::value_scale, tb_scale, p_scale):
-// powers of two, so that scaling and unscaling in FP32 are exact. They narrow
-// FP16X3's range by as much: |state|, |v| and |D| below 65504 / 64 = 1023
-// (above, the operands overflow: the results are not finite), |Tβ| and
-// |T diag(β e^γ kf)| below 4095, |P| below 4095.
-inline constexpr float kFp16x3ValueScale = 64.0f;
-inline constexpr float kFp16x3TbScale = 16.0f;
-inline constexpr float kFp16x3PScale = 16.0f;
+// FP16X3's operands at power-of-two scales, which keep small entries' FP16
+// remainders out of FP16's subnormal range (docs/perf-notes.md v103; 1 in
+// the other modes): the scan holds the state and v at kValueScale (and so D,
+// D2 and the outputs before their last factor), Tβ and −W come from the prep
+// at kTbScale (the scan divides D by it), and P at kPScale (e^γ's factor in
+// F4 times it, qf's divided by kValueScale · kPScale). Powers of two, so that
+// scaling and unscaling in FP32 are exact. They narrow FP16X3's range by as
+// much: |state|, |v| and |D| below 65504 / 64 = 1023 (above, the operands
+// overflow: the results are not finite), |Tβ|, |T diag(β e^γ kf)| and |P|
+// below 4095.
+template <ScanMode M>
+inline constexpr float kValueScale = M == ScanMode::kFp16x3 ? 64.0f : 1.0f;
+template <ScanMode M>
+inline constexpr float kTbScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
+template <ScanMode M>
+inline constexpr float kPScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
 // each); the split modes add Tβ's and P's second remainders.
 template <ScanMode M>

@@ -62,11 +62,9 @@ const Mode kModes[] = {
 // The precision the CUDA chunked path reports for a request: BF16X3 and FP16X3
 // take their split scan (the same shared memory for both) where three of its
 // stages fit the device's opt-in shared memory (at K = 128 the H100/H200
-// only), else the TF32X3 scan serves them; it serves FP16X3 with the output
-// norm (`flags`) too while policy::kCudaFp16x3OutputNorm is false.
-gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, uint32_t flags, gdn_precision_t requested) {
+// only), else the TF32X3 scan serves them.
+gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precision_t requested) {
     namespace policy = gdn::policy;
-    if (cuda_served(requested, flags) != requested) return cuda_served(requested, flags);  // FP16X3, output norm
     if ((requested == GDN_PRECISION_BF16X3 || requested == GDN_PRECISION_FP16X3) &&
         policy::cuda_scan_mma_smem_bytes(K, policy::kCudaScanMmaColumns, policy::kCudaScanMmaMinStages,
                                          true) > caps.shared_mem_per_block_optin)
@@ -443,7 +441,7 @@ TEST_CASE("every API feature matches the CPU backend and FP64 on every CUDA path
             gdn_path_info_t info;
             gdn_path_info_init(&info);
             REQUIRE(gdn_select_path(&caps, &p.problem, nullptr, &info) == GDN_SUCCESS);
-            CHECK(info.precision == (algo == GDN_ALGO_CHUNKED ? served_precision(caps, s.k, s.flags, mode.precision)
+            CHECK(info.precision == (algo == GDN_ALGO_CHUNKED ? served_precision(caps, s.k, mode.precision)
                                                               : GDN_PRECISION_FP32));
             CHECK(info.path == (algo == GDN_ALGO_SEQUENTIAL ? GDN_PATH_SEQUENTIAL
                                 : mode.precision == GDN_PRECISION_FP32 ? GDN_PATH_CHUNKED_FP32
