@@ -191,6 +191,7 @@ public:
         build_problem();
         check_problem();
         gdn_tensors_init(&tensors_);
+        if (c_.tensors_ops & 2) tensors_.struct_size = struct_size_from(c_.tensors_struct_size, sizeof tensors_);
         layouts();
         build_buffers();
         fill_values();
@@ -507,7 +508,12 @@ void Harness::layouts() {
         case 1: tensors_.state_slot_stride = saturate(i128(slot) + int64_t(uint64_t(s.token_stride) & 63)); break;
         case 2: tensors_.state_slot_stride = s.token_stride; break;
     }
-    slot_stride_ = tensors_.state_slot_stride == 0 ? slot : tensors_.state_slot_stride;
+    // As the library reads it: a struct_size that ends at state_slot_stride
+    // drops it (0: one slot apart), and the pool is sized for that, not for
+    // the stride as given (found by the fuzzer: a pool sized for slots a
+    // few elements apart, which the run, one slot apart, read past).
+    const int64_t effective_stride = effective(tensors_).state_slot_stride;
+    slot_stride_ = effective_stride == 0 ? slot : effective_stride;
 }
 
 // The bytes from buffer b's pointer that the run may read or write, by the
@@ -662,7 +668,6 @@ void Harness::build_sequence_arrays() {
 
 void Harness::set_pointers() {
     tensors_null_ = (c_.tensors_ops & 1) != 0;
-    if (c_.tensors_ops & 2) tensors_.struct_size = struct_size_from(c_.tensors_struct_size, sizeof tensors_);
     void* own[kNumBuffers] = {};
     for (int b = 0; b < kNumBuffers; ++b) own[b] = buf_[b].ptr();
     // Whether the run certainly reads buffer b: then writing over it is a
