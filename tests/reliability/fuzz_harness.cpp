@@ -510,8 +510,8 @@ void Harness::layouts() {
     }
     // As the library reads it: a struct_size that ends at state_slot_stride
     // drops it (0: one slot apart), and the pool is sized for that, not for
-    // the stride as given (found by the fuzzer: a pool sized for slots a
-    // few elements apart, which the run, one slot apart, read past).
+    // the stride as given (found by the fuzzer: a pool sized for a stride
+    // shorter than a slot, which the run, one slot apart, read past).
     const int64_t effective_stride = effective(tensors_).state_slot_stride;
     slot_stride_ = effective_stride == 0 ? slot : effective_stride;
 }
