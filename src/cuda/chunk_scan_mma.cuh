@@ -271,6 +271,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     static_assert(kRegStateScan<MODE>, "16-bit operand modes");
     // BF16X3, FP16X3: every operand of the state's chain a value and its remainder.
     constexpr bool X3 = kSplitOperands<MODE>;
+    // X3 with second remainders (kernels.hpp): without them the products of
+    // the three-term operands keep the pairs i + j <= 1 (term 2 is not used).
+    constexpr bool R2 = kSecondRemainders<MODE>;
     constexpr bool WG = kWgmma<MODE>;
     static_assert(!WG || NCOL == 64, "wgmma: the compute warps are one warpgroup of 64 columns");
     static_assert(STAGES == 3 || STAGES == 4, "stages of loaded rows");
@@ -723,21 +726,21 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     auto small_product3 = [&](float(&acc)[4][4], const uint32_t(&a)[3][4], int na,
                               const unsigned char* m0, const unsigned char* m1,
                               const unsigned char* m2, int nn, int s) {
-        uint32_t r0[4], r1[4], r2[4];
+        uint32_t r0[4], r1[4], r2[4] = {};
         const int at = ld_y32 + 16 * nn * kLd32 + 16 * s;
         mma::ldmatrix_x4<false>(r0, reinterpret_cast<const uint16_t*>(m0) + at);
         mma::ldmatrix_x4<false>(r1, reinterpret_cast<const uint16_t*>(m1) + at);
-        mma::ldmatrix_x4<false>(r2, reinterpret_cast<const uint16_t*>(m2) + at);
+        if constexpr (R2) mma::ldmatrix_x4<false>(r2, reinterpret_cast<const uint16_t*>(m2) + at);
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
             float(&c)[4] = acc[2 * nn + x];
             const uint32_t b0[2] = {r0[2 * x], r0[2 * x + 1]}, b1[2] = {r1[2 * x], r1[2 * x + 1]},
                            b2[2] = {r2[2 * x], r2[2 * x + 1]};
-            if (na == 3) {
+            if (R2 && na == 3) {
                 mma::mma16<MODE>(c, a[2], b0);
                 mma::mma16<MODE>(c, a[1], b1);
             }
-            mma::mma16<MODE>(c, a[0], b2);
+            if constexpr (R2) mma::mma16<MODE>(c, a[0], b2);
             if (na == 3) mma::mma16<MODE>(c, a[1], b0);
             mma::mma16<MODE>(c, a[0], b1);
             mma::mma16<MODE>(c, a[0], b0);
@@ -998,9 +1001,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
                 for (int s = 0; s < 2; ++s) {
                     if constexpr (X3) {
-                        upd(d2a3[s][2], s, false);
+                        if constexpr (R2) upd(d2a3[s][2], s, false);
                         if (kq_lo) {
-                            upd(d2a3[s][1], s, true);
+                            if constexpr (R2) upd(d2a3[s][1], s, true);
                             upd(d2a3[s][0], s, true);
                         }
                         upd(d2a3[s][1], s, false);
@@ -1022,14 +1025,18 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                     mma::ldmatrix_x4<true>(r, kq + at);
                     if constexpr (X3) {
                         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-                        mma::mma16<MODE>(S[2 * jj], d2a3[s][2], b0);
-                        mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][2], b1);
+                        if constexpr (R2) {
+                            mma::mma16<MODE>(S[2 * jj], d2a3[s][2], b0);
+                            mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][2], b1);
+                        }
                         if (kq_lo) {
                             uint32_t rl[4];
                             mma::ldmatrix_x4<true>(rl, kql + at);
                             const uint32_t l0[2] = {rl[0], rl[1]}, l1[2] = {rl[2], rl[3]};
-                            mma::mma16<MODE>(S[2 * jj], d2a3[s][1], l0);
-                            mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][1], l1);
+                            if constexpr (R2) {
+                                mma::mma16<MODE>(S[2 * jj], d2a3[s][1], l0);
+                                mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][1], l1);
+                            }
                             mma::mma16<MODE>(S[2 * jj], d2a3[s][0], l0);
                             mma::mma16<MODE>(S[2 * jj + 1], d2a3[s][0], l1);
                         }

@@ -173,6 +173,17 @@ template <ScanMode M>
 inline constexpr float kTbScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
 template <ScanMode M>
 inline constexpr float kPScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
+// Whether a split mode's operands that set its error (Tβ, P, Dᵀ, D2ᵀ, v) take
+// a second remainder (three terms, the term pairs i + j <= 2 of a product) or
+// not (two terms, the pairs i + j <= 1). BF16X3 needs it (BF16's 8 bits a
+// term); FP16X3's two terms hold ~22 bits (perf-notes v104: the experiment,
+// GDN_FP16X3_SECOND_REMAINDERS=0, measures what dropping them gains and costs).
+#ifndef GDN_FP16X3_SECOND_REMAINDERS
+#define GDN_FP16X3_SECOND_REMAINDERS 1
+#endif
+template <ScanMode M>
+inline constexpr bool kSecondRemainders =
+    M == ScanMode::kBf16x3 || (M == ScanMode::kFp16x3 && GDN_FP16X3_SECOND_REMAINDERS != 0);
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
 // each); the split modes add Tβ's and P's second remainders.
 template <ScanMode M>
