@@ -722,7 +722,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
     // BF16X3: the same with A as na (1: exact, or 3) terms and M as three
     // (value m0, remainders m1, m2): the term pairs i + j <= 2, the smallest
-    // first (what is left out is ~2^-24 of the product).
+    // first (what is left out is ~2^-24 of the product). Without R2 the pairs
+    // i + j <= 1 (m2 and A's term 2 unused).
     auto small_product3 = [&](float(&acc)[4][4], const uint32_t(&a)[3][4], int na,
                               const unsigned char* m0, const unsigned char* m1,
                               const unsigned char* m2, int nn, int s) {
