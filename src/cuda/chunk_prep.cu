@@ -462,7 +462,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                     const uint16_t lo = to16(r);
                     row[0] = hi;
                     row[32] = lo;
-                    if constexpr (X3) row[96] = to16(r - from16(lo));  // the second remainder
+                    if constexpr (kSecondRemainders<GRAM>) row[96] = to16(r - from16(lo));  // the second remainder
                 } else {
                     tp[t * 64 + 32 + lane] = x;
                 }
@@ -589,7 +589,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                 const uint16_t lo = to16(r);
                 at[0] = hi;
                 at[32] = lo;
-                if constexpr (X3) at[128] = to16(r - from16(lo));  // the second remainder
+                if constexpr (kSecondRemainders<GRAM>) at[128] = to16(r - from16(lo));  // the second remainder
             };
             // BF16X3: its remainders too, block (0, 0)'s in the upper right
             // block, rows 16..31's in rows 32..47 (48 rows of 40 halves fit

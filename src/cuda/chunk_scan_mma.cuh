@@ -474,7 +474,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                         cp_async16(dst + 2 * i * kLd32, ok ? src + 2 * i * TPW : w.TP16, ok ? 16 : 0);
                     }
                 }
-                if constexpr (X3) {
+                if constexpr (R2) {  // the second remainders (kernels.hpp)
                     const uint16_t* src = tp2_lane + row0 * TPW;
                     uint16_t* dst = reinterpret_cast<uint16_t*>(sb) + tp2_dst;
 #pragma unroll
