@@ -162,8 +162,7 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
         if (use_scan_mma(mode)) {
             w.kq16 = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
             w.W16 = c.take<uint16_t>(hv_rows * s.head_dim_k);
-            w.TP16 = c.take<uint16_t>(hv_rows * (is_split_mode(mode) ? kTp16Row<ScanMode::kBf16x3>
-                                                                      : kTp16Row<ScanMode::kBf16>));
+            w.TP16 = c.take<uint16_t>(hv_rows * tp16_row(mode));
             w.F4 = c.take<float>(hv_rows * 4);
             if (is_split_mode(mode)) {
                 // k/q rows of the mode's own 16-bit type are exact: no remainders.

@@ -6,7 +6,7 @@
 // per key head, then for each of its value heads T, γ and β on one warp and P
 // on another; in the BF16/FP16/BF16X3/FP16X3 modes those warps write the
 // register-state scan's operands instead (−W, Tβ and P as 16-bit values, the
-// per-token factors; BF16X3 and FP16X3 −W's remainders and Tβ's and P's
+// per-token factors; BF16X3 and FP16X3 −W's remainders, BF16X3 Tβ's and P's
 // second remainders too; chunk_scan_mma.cuh). Chunks
 // start at their sequence's first token and every 32 tokens after it; a tile
 // usually holds one chunk start, more where sequences begin inside it. The rows are written at the chunk's position in the

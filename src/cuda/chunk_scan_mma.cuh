@@ -224,8 +224,10 @@ constexpr int kLd32 = 40;
 // One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes; three or
 // four of them): the chunk's k and q rows and the prep's operands as 16-bit
 // values (−W; Tβ = T diag(β) and P, each a value and its remainder), the
-// per-token factors, and v. With SPLIT (BF16X3) the remainders of the k/q
-// rows and of −W too, and second remainders of Tβ and P.
+// per-token factors, and v. With SPLIT (BF16X3, FP16X3) the remainders of the
+// k/q rows and of −W too, and second remainders of Tβ and P (BF16X3 only;
+// FP16X3 leaves those two arrays unused: without them its stage would be
+// 5 KB smaller at K = 128, which gains no stage, docs/perf-notes.md v104).
 template <int K, int NCOL, bool SPLIT>
 struct Stage {
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
@@ -271,8 +273,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     static_assert(kRegStateScan<MODE>, "16-bit operand modes");
     // BF16X3, FP16X3: every operand of the state's chain a value and its remainder.
     constexpr bool X3 = kSplitOperands<MODE>;
-    // X3 with second remainders (kernels.hpp): without them the products of
-    // the three-term operands keep the pairs i + j <= 1 (term 2 is not used).
+    // X3 with second remainders (BF16X3, kernels.hpp): without them (FP16X3)
+    // the products of the three-term operands keep the pairs i + j <= 1
+    // (term 2 is not used).
     constexpr bool R2 = kSecondRemainders<MODE>;
     constexpr bool WG = kWgmma<MODE>;
     static_assert(!WG || NCOL == 64, "wgmma: the compute warps are one warpgroup of 64 columns");
@@ -722,8 +725,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 
     // BF16X3: the same with A as na (1: exact, or 3) terms and M as three
     // (value m0, remainders m1, m2): the term pairs i + j <= 2, the smallest
-    // first (what is left out is ~2^-24 of the product). Without R2 the pairs
-    // i + j <= 1 (m2 and A's term 2 unused).
+    // first (what is left out is ~2^-24 of the product). FP16X3 (no R2): the
+    // pairs i + j <= 1 (m2 and A's term 2 unused; ~2^-22 left out).
     auto small_product3 = [&](float(&acc)[4][4], const uint32_t(&a)[3][4], int na,
                               const unsigned char* m0, const unsigned char* m1,
                               const unsigned char* m2, int nn, int s) {

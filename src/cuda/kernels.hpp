@@ -61,7 +61,7 @@ struct ChunkScratch {
     uint16_t* W16lo;   // [Hv][rows][K]
     uint16_t* kq16lo;  // [Hk][rows][2][K]
     uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
-                     // remainder (BF16X3, FP16X3: and a second remainder)
+                     // remainder (BF16X3: and a second remainder)
     float* F4;       // [Hv][rows][4]: e^{γ_last−γ_t} kf_t, e^{γ_t} qf_t, e^{γ_last}, 0
                      // (FP16X3: e^{γ_last−γ_t} kf_t, e^{γ_t} kPScale, e^{γ_last},
                      // qf_t / (kValueScale kPScale); its TP16 and W16 at
@@ -176,18 +176,17 @@ inline constexpr float kPScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
 // Whether a split mode's operands that set its error (Tβ, P, Dᵀ, D2ᵀ, v) take
 // a second remainder (three terms, the term pairs i + j <= 2 of a product) or
 // not (two terms, the pairs i + j <= 1). BF16X3 needs it (BF16's 8 bits a
-// term); FP16X3's two terms hold ~22 bits (perf-notes v104: the experiment,
-// GDN_FP16X3_SECOND_REMAINDERS=0, measures what dropping them gains and costs).
-#ifndef GDN_FP16X3_SECOND_REMAINDERS
-#define GDN_FP16X3_SECOND_REMAINDERS 1
-#endif
+// term); FP16X3's two terms hold ~22 bits, and without the third it is 8-12%
+// faster at the same error class (docs/perf-notes.md v104).
 template <ScanMode M>
-inline constexpr bool kSecondRemainders =
-    M == ScanMode::kBf16x3 || (M == ScanMode::kFp16x3 && GDN_FP16X3_SECOND_REMAINDERS != 0);
+inline constexpr bool kSecondRemainders = M == ScanMode::kBf16x3;
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
-// each); the split modes add Tβ's and P's second remainders.
+// each); BF16X3 adds Tβ's and P's second remainders.
 template <ScanMode M>
-inline constexpr int kTp16Row = kSplitOperands<M> ? 192 : 128;
+inline constexpr int kTp16Row = kSecondRemainders<M> ? 192 : 128;
+constexpr int tp16_row(ScanMode m) {
+    return m == ScanMode::kBf16x3 ? kTp16Row<ScanMode::kBf16x3> : kTp16Row<ScanMode::kBf16>;
+}
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
