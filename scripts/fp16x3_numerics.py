@@ -8,9 +8,9 @@ the state), β from logits, the output norm (gated RMSNorm); f32 inputs, or f16 
 What the model rounds, chunk by chunk (C = 32, the WY form the kernels use; `chunked`):
   - every tensor-core operand to FP16 terms with FP16's subnormals (numpy float16), at the
     kernel's power-of-two scales (`--scales`, kernels.hpp: the state and v at 64, Tβ and −W's A
-    operand at 16, P at 16): Tβ, P, D, D2 and v as three terms with the term pairs i + j <= 2
-    of a product (`--second 1`, the default build) or as two with the pairs i + j <= 1
-    (`--second 0`: GDN_FP16X3_SECOND_REMAINDERS=0); S, −W, k and q as two terms, f16 k/q/v as
+    operand at 16, P at 16): Tβ, P, D, D2 and v as two terms with the term pairs i + j <= 1
+    (`--second 0`, the kernel since 0.6.3) or as three with the pairs i + j <= 2 of a product
+    (`--second 1`, 0.6.0-0.6.2, BF16X3's form); S, −W, k and q as two terms, f16 k/q/v as
     one (exact);
   - every product summed in FP32, the prep's T, k̂·k̂ and q·k̂ and the state rounded to FP32;
   - P without q's factor, each output times qf last (kernels.hpp's kFp16x3QfLate).
@@ -150,8 +150,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--heads", type=int, default=3)
     ap.add_argument("--scale", type=float, default=0.3)
-    ap.add_argument("--second", type=int, default=1,
-                    help="1: second remainders (the default build); 0: GDN_FP16X3_SECOND_REMAINDERS=0")
+    ap.add_argument("--second", type=int, default=0,
+                    help="0: two terms (the kernel since 0.6.3); 1: second remainders (0.6.0-0.6.2)")
     ap.add_argument("--scales", default="64,16,16", help="kValueScale, kTbScale, kPScale")
     ap.add_argument("--f16", type=int, default=0, help="1: f16 inputs (exact k, q, v)")
     a = ap.parse_args()

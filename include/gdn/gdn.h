@@ -57,7 +57,7 @@ extern "C" {
 
 #define GDN_VERSION_MAJOR 0
 #define GDN_VERSION_MINOR 6
-#define GDN_VERSION_PATCH 2
+#define GDN_VERSION_PATCH 3
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define GDN_VERSION (GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH)
 
@@ -147,7 +147,7 @@ typedef enum gdn_precision_t {
                                  the shared memory for it, H100/H200 at K = 128; elsewhere a
                                  more accurate path) */
     GDN_PRECISION_FP16X3 = 5, /* near-FP32 tensor-core products on FP16 operands split into a
-                                 value and one or two FP16 remainders, FP32 accumulation:
+                                 value and an FP16 remainder, FP32 accumulation:
                                  FP32-class errors at BF16X3's cost (since 0.6.0) (CUDA where
                                  BF16X3's scan fits, since 0.6.1; elsewhere a more accurate
                                  path). Since 0.6.2 its operands run at power-of-two scales
