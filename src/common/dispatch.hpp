@@ -14,13 +14,16 @@ namespace policy {
 // CUDA chunk-32 FP32 path (src/cuda/chunk_prep.cu, chunk_scan.cu).
 constexpr int32_t kCudaChunk = 32;
 // Below this many tokens (longest sequence) auto takes the sequential kernel:
-// the two chunked launches cost more than they save. H200, 2026-11-29
-// (gdn_bench_cuda prompt: Hk 16, Hv 48, K = V = 128, one sequence, bf16 / f32
-// inputs), chunked vs sequential per launch: 0.66x / 0.63x at 32 tokens,
-// 1.07x / 1.02x at 96, 1.18x / 1.12x at 128, 1.32x / 1.25x at 192. The
-// crossover is near 90 tokens; auto starts where the gain is >= 12% (the
-// sequential path is also ~3x closer to FP64). docs/perf-notes.md.
-constexpr int64_t kCudaChunkedMinTokens = 128;
+// the two chunked launches cost more than they save. H100, 0.6.2-0.6.3
+// (gdn-bench, Hk 16, Hv 48, K = V = 128, FP32, bf16 / f32 inputs; docs/cuda.md
+// runs 290 and 293), chunked vs sequential per launch, one sequence: 0.92x /
+// 0.91x at 32 tokens, 0.93x at 48, 1.18x / 1.13x at 64, 1.15x / 1.11x at 80,
+// 1.35x / 1.28x at 96, 1.51x / 1.41x at 128; batches of 16 sequences: 1.01x /
+// 0.95x at 64 tokens each, 1.13x / 1.07x at 96 (64 x 64: 0.99x / 0.94x). 96 is
+// the first length that gains on every shape measured (the H200 of 2026-11-29,
+// older kernels on both paths, had 1.07x / 1.02x at 96 and 128 here until 0.6.3;
+// the sequential path is also ~3x closer to FP64).
+constexpr int64_t kCudaChunkedMinTokens = 96;
 // Chunk starts per prep/scan window: the workspace holds one window's T, P
 // and γ, so it is bounded by this, whatever the prompt length.
 // gdn_workspace_size() sizes for kCudaWindowTokens. A call given more
