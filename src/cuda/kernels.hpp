@@ -176,7 +176,7 @@ inline constexpr float kPScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
 // Whether a split mode's operands that set its error (Tβ, P, Dᵀ, D2ᵀ, v) take
 // a second remainder (three terms, the term pairs i + j <= 2 of a product) or
 // not (two terms, the pairs i + j <= 1). BF16X3 needs it (BF16's 8 bits a
-// term); FP16X3's two terms hold ~22 bits, and without the third it is 8-12%
+// term); FP16X3's two terms hold ~22 bits, and without the third it is 6-13%
 // faster at the same error class (docs/perf-notes.md v104).
 template <ScanMode M>
 inline constexpr bool kSecondRemainders = M == ScanMode::kBf16x3;
