@@ -529,16 +529,20 @@ TEST_CASE("CUDA: the tensor-core path runs only when the caller allows its preci
             // the k and q rows (Hk x 2K halves a row), −W (Hv x K halves),
             // Tβ and P with remainders (Hv x 128 halves), four factors (Hv x
             // 4 floats); twice: 4096 tokens on sm_90 keep two windows' prep
-            // output. Each piece is a multiple of the alignment. BF16X3: the
-            // same, the remainders of −W (Hv x K halves), the second
-            // remainders of Tβ and P (Hv x 64 halves) and, for inputs other
-            // than bf16 (these are f32), the k and q rows' (Hk x 2K). FP16X3:
-            // BF16X3's (its remainders left out for f16 inputs instead).
+            // output. Each piece is a multiple of the alignment. BF16X3 and
+            // FP16X3: the same, the remainders of −W (Hv x K halves) and, for
+            // inputs other than their own 16-bit type (these are f32), the k
+            // and q rows' (Hk x 2K); BF16X3 also the second remainders of Tβ
+            // and P (Hv x 64 halves; FP16X3 has none since 0.6.3).
             const size_t rows = 2048 + 32;
             const size_t mma = 2 * rows * (size_t(16) * 2 * 128 * 2 + size_t(48) * (128 * 2 + 128 * 2 + 4 * 4));
-            const size_t split = 2 * rows * (size_t(48) * (128 + 64) * 2 + size_t(16) * 2 * 128 * 2);
-            const bool x3 = precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3;
-            CHECK(tc_bytes == (precision == GDN_PRECISION_TF32X3 ? fp32_bytes : x3 ? mma + split : mma));
+            const size_t split = 2 * rows * (size_t(48) * 128 * 2 + size_t(16) * 2 * 128 * 2);
+            const size_t second = 2 * rows * size_t(48) * 64 * 2;
+            const size_t expected = precision == GDN_PRECISION_TF32X3   ? fp32_bytes
+                                    : precision == GDN_PRECISION_BF16X3 ? mma + split + second
+                                    : precision == GDN_PRECISION_FP16X3 ? mma + split
+                                                                        : mma;
+            CHECK(tc_bytes == expected);
             CHECK(fp32_bytes > 0);
         }
         // Short prompts keep the sequential kernel (FP32: more accurate is allowed).
@@ -857,20 +861,24 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // (per value head) as the register-state scan reads them. BF16X3: BF16's,
     // the remainders of −W, the second remainders of Tβ and P, and (inputs
     // other than bf16; these are f32) the k/q rows' remainders. FP16X3:
-    // BF16X3's, the k/q rows' remainders left out for f16 inputs instead.
+    // BF16X3's without the second remainders (since 0.6.3), the k/q rows'
+    // remainders left out for f16 inputs instead.
     // Each piece is a multiple of the alignment.
     const size_t rows = 2048 + 32;
     const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
     const size_t bf16 = 16 * rows * 2 * 128 * 2 + 48 * rows * (128 * 2 + 128 * 2 + 4 * 4);
+    const size_t kq_lo = 16 * rows * 2 * 128 * 2;
     const size_t bf16x3_bf16_in = bf16 + 48 * rows * (128 + 64) * 2;
-    const size_t bf16x3 = bf16x3_bf16_in + 16 * rows * 2 * 128 * 2;
+    const size_t bf16x3 = bf16x3_bf16_in + kq_lo;
+    const size_t fp16x3_f16_in = bf16 + 48 * rows * 128 * 2;
+    const size_t fp16x3 = fp16x3_f16_in + kq_lo;
     for (gdn_precision_t precision :
          {GDN_PRECISION_FP32, GDN_PRECISION_BF16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         p.precision = precision;
-        const size_t one = precision == GDN_PRECISION_BF16 ? bf16
-                           : precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3
-                               ? bf16x3
-                               : fp32;
+        const size_t one = precision == GDN_PRECISION_BF16     ? bf16
+                           : precision == GDN_PRECISION_BF16X3 ? bf16x3
+                           : precision == GDN_PRECISION_FP16X3 ? fp16x3
+                                                               : fp32;
         INFO("precision " << int(precision));
         // One window: nothing to overlap, the same scratch on both cards.
         CHECK(bytes(h200, 2048) == one);
@@ -893,8 +901,8 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     } typed[] = {
         {GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, bf16x3_bf16_in},
         {GDN_PRECISION_BF16X3, GDN_DTYPE_F16, bf16x3},
-        {GDN_PRECISION_FP16X3, GDN_DTYPE_F16, bf16x3_bf16_in},
-        {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, bf16x3},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_F16, fp16x3_f16_in},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, fp16x3},
     };
     for (const auto& x : typed) {
         INFO("precision " << int(x.precision) << ", input " << int(x.input));
