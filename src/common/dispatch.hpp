@@ -20,9 +20,10 @@ constexpr int32_t kCudaChunk = 32;
 // 0.91x at 32 tokens, 0.93x at 48, 1.18x / 1.13x at 64, 1.15x / 1.11x at 80,
 // 1.35x / 1.28x at 96, 1.51x / 1.41x at 128; batches of 16 sequences: 1.01x /
 // 0.95x at 64 tokens each, 1.13x / 1.07x at 96 (64 x 64: 0.99x / 0.94x). 96 is
-// the first length that gains on every shape measured (the H200 of 2026-11-29,
-// older kernels on both paths, had 1.07x / 1.02x at 96 and 128 here until 0.6.3;
-// the sequential path is also ~3x closer to FP64).
+// the first length that gains on every shape measured (on the H200 of
+// 2026-11-29, with older kernels on both paths, chunked had 1.07x / 1.02x at
+// 96; the threshold was 128 until 0.6.3; the sequential path is also ~3x
+// closer to FP64).
 constexpr int64_t kCudaChunkedMinTokens = 96;
 // Chunk starts per prep/scan window: the workspace holds one window's T, P
 // and γ, so it is bounded by this, whatever the prompt length.

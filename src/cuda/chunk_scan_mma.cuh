@@ -633,8 +633,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         return uint32_t(st_at + j * st_j + (e & 1) * st_1 + (e >> 1) * st_8);
     };
     // A head's state at `heads` (a pool slot, or TS: the workspace's carry).
-    // FP16X3 holds the state (and v, D, D2) at kValueScale (kernels.hpp).
-    constexpr bool kScaled = MODE == ScanMode::kFp16x3;
+    // A mode with a value scale (FP16X3) holds the state (and v, D, D2) at it
+    // (kernels.hpp).
+    constexpr bool kScaled = kValueScale<MODE> != 1.0f;
     constexpr float kVs = kValueScale<MODE>;
     auto load_from = [&](const float* heads, bool zero) {
         const float* st = heads + int64_t(h) * p.K * p.V;

@@ -178,15 +178,14 @@ inline constexpr float kPScale = M == ScanMode::kFp16x3 ? 16.0f : 1.0f;
 // not (two terms, the pairs i + j <= 1). BF16X3 needs it (BF16's 8 bits a
 // term); FP16X3's two terms hold ~22 bits, and without the third it is 6-13%
 // faster at the same error class (docs/perf-notes.md v104).
+constexpr bool second_remainders(ScanMode m) { return m == ScanMode::kBf16x3; }
 template <ScanMode M>
-inline constexpr bool kSecondRemainders = M == ScanMode::kBf16x3;
+inline constexpr bool kSecondRemainders = second_remainders(M);
 // 16-bit elements of a TP16 row: Tβ, its remainder, P, its remainder (32
-// each); BF16X3 adds Tβ's and P's second remainders.
+// each); the modes with second remainders add Tβ's and P's.
+constexpr int tp16_row(ScanMode m) { return second_remainders(m) ? 192 : 128; }
 template <ScanMode M>
-inline constexpr int kTp16Row = kSecondRemainders<M> ? 192 : 128;
-constexpr int tp16_row(ScanMode m) {
-    return m == ScanMode::kBf16x3 ? kTp16Row<ScanMode::kBf16x3> : kTp16Row<ScanMode::kBf16>;
-}
+inline constexpr int kTp16Row = tp16_row(M);
 ScanMode scan_mode_for(gdn_path_t path, gdn_precision_t precision);
 
 // `stages`: the register-state scan's stages of loaded rows (BF16, FP16:
