@@ -13,6 +13,8 @@ both); every sequence starts from its own random FP32 initial state. Methods:
   gdn FP32 / TF32X3 / BF16 / FP16 / BF16X3 / FP16X3
                                     problem.precision (forced `chunked`): bf16
                                     q/k/v/out, f32 g and beta, FP32 state
+  gdn <precision> f32-in            (--f32-inputs) the same precisions from the f32 inputs
+                                    before bf16 rounding (f32 q/k/v/out), beside fla fp32-in
   fla bf16                          chunk_gated_delta_rule, the same bf16 tensors
   fla fp32-in                       the same inputs before bf16 rounding (f32 q/k/v/out;
                                     its dots then run in tf32)
@@ -20,6 +22,8 @@ both); every sequence starts from its own random FP32 initial state. Methods:
                                     backend: FLA_INTRACARD_CP=1, torch.inference_mode() and
                                     cu_seqlens even for one sequence (the backend's conditions);
                                     a long sequence is split into sub-sequences run side by side
+--gdn-algo auto lets gdn's dispatch choose (the sequential kernel below its
+chunked threshold) instead of forcing `chunked`: the call an engine makes.
 Inputs (identical for both libraries, no in-kernel norm): q ~ N(0, 1), k
 L2-normalised per row, v ~ N(0, 1), g ~ U(-0.3, -0.01) (log-space decay),
 beta ~ U(0, 1), h0 ~ 0.5 N(0, 1); scale 1/sqrt(K); grouped heads (value head h
@@ -31,7 +35,7 @@ reference. --precisions limits gdn's methods (e.g. BF16,BF16X3). FP16X3 (gdn 0.6
 left out, with a note, for an older libgdn.
 
 Errors: the gdn error runs write f32 outputs (the arithmetic's error; the timed
-runs write bf16); fla writes its input dtype (bf16 outputs carry ~2e-3 rounding).
+runs write bf16, f32 with f32 inputs); fla writes its input dtype (bf16 outputs carry ~2e-3 rounding).
 The FP64 reference is the exact chunked (WY) form of the recurrence in float64
 (a triangular solve per 64-token chunk), checked at start-up against the
 token-by-token FP64 loop (printed). Each error row names the T it was measured
@@ -58,6 +62,8 @@ HK, K, V = 16, 128, 128
 DEV = "cuda"
 L2NORM = False  # --l2norm: q and k normalised inside the kernels (and by the reference)
 L2EPS = 1e-6    # gdn's default l2norm_eps, fla's l2norm eps
+GDN_ALGO = "chunked"  # --gdn-algo
+F32_IN = False        # --f32-inputs: gdn also from the f32 inputs
 
 # ---------------------------------------------------------------- the C ABI
 # Mirrors include/gdn/gdn.h (0.2.0; 0.3.0 added a flag, not a field); the sizes are asserted below. `--abi`
@@ -400,27 +406,29 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
     refs = {}
     if do_err:
         refs["bf16"] = reference(qb, kb, vb, g, beta, h0, cu_cpu)
-        if fla_chunk:
+        if fla_chunk or F32_IN:
             refs["f32"] = reference(q, k, v, g, beta, h0, cu_cpu)
         torch.cuda.synchronize()
     PHASES["FP64 refs"] = time.time() - t_phase
     t_phase = time.time()
 
+    kinds = [("", (qb, kb, vb), "bf16")] + ([(" f32-in", (q, k, v), "f32")] if F32_IN else [])
     for pname, pval in PRECISIONS:
-        key = f"gdn {pname}"
-        if do_err:  # f32 outputs: the arithmetic's error
-            out = torch.empty(T, hv, V, dtype=torch.float32, device=DEV)
+        for suffix, xs, rkey in kinds:
+            key = f"gdn {pname}{suffix}"
+            if do_err:  # f32 outputs: the arithmetic's error
+                out = torch.empty(T, hv, V, dtype=torch.float32, device=DEV)
+                st = h0.clone()
+                gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)()
+                torch.cuda.synchronize()
+                errs[key] = err_str(out, st, *refs[rkey])
+                del out, st
+            out = torch.empty(T, hv, V, dtype=xs[0].dtype, device=DEV)
             st = h0.clone()
-            gdn.call_for(qb, kb, vb, g, beta, out, st, "chunked", pval, cu32, maxlen)()
-            torch.cuda.synchronize()
-            errs[key] = err_str(out, st, *refs["bf16"])
-            del out, st
-        out = torch.empty(T, hv, V, dtype=torch.bfloat16, device=DEV)
-        st = h0.clone()
-        run = gdn.call_for(qb, kb, vb, g, beta, out, st, "chunked", pval, cu32, maxlen)
-        paths[pname] = run.path
-        times[key] = graph_time_ms(run)
-        del out, st, run
+            run = gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)
+            paths[pname] = run.path
+            times[key] = graph_time_ms(run)
+            del out, st, run
 
     PHASES["gdn"] = time.time() - t_phase
     t_phase = time.time()
@@ -457,7 +465,8 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
 
 
 def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
-    methods = [f"gdn {p}" for p, _ in PRECISIONS] + (["fla bf16", "fla fp32-in"] if fla_chunk else [])
+    methods = [f"gdn {p}{s}" for p, _ in PRECISIONS for s in ("", " f32-in") if s == "" or F32_IN]
+    methods += ["fla bf16", "fla fp32-in"] if fla_chunk else []
     if fla_chunk and fla_cp:
         methods.append("fla bf16 cp")
     ratio = fla_chunk and "gdn BF16" in methods  # (the ratio column needs gdn's BF16 method)
@@ -485,13 +494,14 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
                 cells.append(f"{times['fla bf16'][0] / times['gdn BF16'][0]:.2f}x")
             print(f"| {shape_name(lens)} | " + " | ".join(cells) + " |")
         print(f"\n### H_v = {hv}: error vs FP64, max|diff|/max|ref|, out / final state "
-              "(gdn: f32 outputs from bf16 inputs; fla: outputs in its input dtype)\n")
+              "(gdn: f32 outputs, each from its inputs; fla: outputs in its input dtype)\n")
         print("| shape | measured at | " + " | ".join(methods) + " |")
         print("|---|---|" + "---|" * len(methods))
         for _, lens, _, errs, note, _ in rows:
             print(f"| {shape_name(lens)} | {note} | " + " | ".join(errs.get(m, "-") for m in methods) + " |")
-    print("\n('*': eager calls between events, graph capture failed.) gdn paths (gdn_select_path, forced chunked): "
-          + "; ".join(f"{p}: {results[0][5][p]}" for p, _ in PRECISIONS))
+    print(f"\n('*': eager calls between events, graph capture failed.) gdn paths (gdn_select_path, {GDN_ALGO}):")
+    for hv, lens, _, _, _, paths in results:
+        print(f"  H_v {hv}, {shape_name(lens)}: " + "; ".join(f"{p}: {paths[p]}" for p, _ in PRECISIONS))
 
 
 # ------------------------------------------------------------------ main
@@ -535,6 +545,10 @@ def main():
     ap.add_argument("--l2norm", action="store_true",
                     help="raw q and k, L2-normalised inside both kernels (the Qwen3-Next call)")
     ap.add_argument("--precisions", help="gdn's precisions to run, comma-separated (default: all six)")
+    ap.add_argument("--gdn-algo", choices=("chunked", "auto"), default="chunked",
+                    help="gdn's algorithm in the matrix (default chunked: forced; auto: its dispatch)")
+    ap.add_argument("--f32-inputs", action="store_true",
+                    help="gdn also from the f32 inputs (f32 q/k/v/out), beside fla fp32-in")
     ap.add_argument("--abi", action="store_true", help="print the ctypes layouts and exit")
     ap.add_argument("--selftest", action="store_true", help="check the FP64 references on the CPU and exit")
     args = ap.parse_args()
@@ -546,8 +560,10 @@ def main():
     if not args.lib:
         ap.error("--lib is required")
     HK = args.hk
-    global L2NORM, PRECISIONS
+    global L2NORM, PRECISIONS, GDN_ALGO, F32_IN
     L2NORM = args.l2norm
+    GDN_ALGO = args.gdn_algo
+    F32_IN = args.f32_inputs
     if args.precisions:
         want = args.precisions.split(",")
         bad = [w for w in want if w not in PRECISION_NAME.values()]
