@@ -65,6 +65,13 @@ L2EPS = 1e-6    # gdn's default l2norm_eps, fla's l2norm eps
 GDN_ALGO = "chunked"  # --gdn-algo
 F32_IN = False        # --f32-inputs: gdn also from the f32 inputs
 
+
+def gdn_methods():
+    """(method key, input kind) of every gdn method: each precision from the bf16 inputs, and
+    with --f32-inputs from the f32 ones ("gdn FP32 f32-in")."""
+    kinds = ("bf16", "f32") if F32_IN else ("bf16",)
+    return [(f"gdn {p}" + ("" if kind == "bf16" else " f32-in"), pv, kind) for p, pv in PRECISIONS for kind in kinds]
+
 # ---------------------------------------------------------------- the C ABI
 # Mirrors include/gdn/gdn.h (0.2.0; 0.3.0 added a flag, not a field); the sizes are asserted below. `--abi`
 # prints every field's offset, to diff against the C compiler's offsetof
@@ -412,23 +419,21 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
     PHASES["FP64 refs"] = time.time() - t_phase
     t_phase = time.time()
 
-    kinds = [("", (qb, kb, vb), "bf16")] + ([(" f32-in", (q, k, v), "f32")] if F32_IN else [])
-    for pname, pval in PRECISIONS:
-        for suffix, xs, rkey in kinds:
-            key = f"gdn {pname}{suffix}"
-            if do_err:  # f32 outputs: the arithmetic's error
-                out = torch.empty(T, hv, V, dtype=torch.float32, device=DEV)
-                st = h0.clone()
-                gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)()
-                torch.cuda.synchronize()
-                errs[key] = err_str(out, st, *refs[rkey])
-                del out, st
-            out = torch.empty(T, hv, V, dtype=xs[0].dtype, device=DEV)
+    for key, pval, kind in gdn_methods():
+        xs = (qb, kb, vb) if kind == "bf16" else (q, k, v)
+        if do_err:  # f32 outputs: the arithmetic's error
+            out = torch.empty(T, hv, V, dtype=torch.float32, device=DEV)
             st = h0.clone()
-            run = gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)
-            paths[pname] = run.path
-            times[key] = graph_time_ms(run)
-            del out, st, run
+            gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)()
+            torch.cuda.synchronize()
+            errs[key] = err_str(out, st, *refs[kind])
+            del out, st
+        out = torch.empty(T, hv, V, dtype=xs[0].dtype, device=DEV)
+        st = h0.clone()
+        run = gdn.call_for(*xs, g, beta, out, st, GDN_ALGO, pval, cu32, maxlen)
+        paths[key] = run.path  # (the path can depend on the input type: the fused BF16 kernel)
+        times[key] = graph_time_ms(run)
+        del out, st, run
 
     PHASES["gdn"] = time.time() - t_phase
     t_phase = time.time()
@@ -465,8 +470,7 @@ def run_shape(gdn, fla_chunk, hv, lens, err_max_tokens, seed, fla_cp=False):
 
 
 def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
-    methods = [f"gdn {p}{s}" for p, _ in PRECISIONS for s in ("", " f32-in") if s == "" or F32_IN]
-    methods += ["fla bf16", "fla fp32-in"] if fla_chunk else []
+    methods = [key for key, _, _ in gdn_methods()] + (["fla bf16", "fla fp32-in"] if fla_chunk else [])
     if fla_chunk and fla_cp:
         methods.append("fla bf16 cp")
     ratio = fla_chunk and "gdn BF16" in methods  # (the ratio column needs gdn's BF16 method)
@@ -501,7 +505,7 @@ def matrix(gdn, fla_chunk, shapes, err_max_tokens, fla_cp=False):
             print(f"| {shape_name(lens)} | {note} | " + " | ".join(errs.get(m, "-") for m in methods) + " |")
     print(f"\n('*': eager calls between events, graph capture failed.) gdn paths (gdn_select_path, {GDN_ALGO}):")
     for hv, lens, _, _, _, paths in results:
-        print(f"  H_v {hv}, {shape_name(lens)}: " + "; ".join(f"{p}: {paths[p]}" for p, _ in PRECISIONS))
+        print(f"  H_v {hv}, {shape_name(lens)}: " + "; ".join(f"{k[4:]}: {paths[k]}" for k, _, _ in gdn_methods()))
 
 
 # ------------------------------------------------------------------ main
