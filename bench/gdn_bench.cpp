@@ -10,8 +10,8 @@
 // (gdn_select_path: chunked-fp32, chunked-tc, ...; with the precision it ran
 // in where that is not the one asked for, e.g. "chunked-tc (tf32x3)" for
 // bf16x3 or fp16x3 where their scan does not fit the device; fp16x3 keeps
-// FP16's range: entries beyond 65504 overflow, and f16 inputs are its exact
-// type). --seqs N runs N sequences of T tokens each;
+// FP16's range: entries beyond 65504 overflow, and f16 and bf16 inputs are
+// exact operands for it). --seqs N runs N sequences of T tokens each;
 // --varlen passes them through cu_seqlens (the varlen path) instead of NULL; --lens runs one
 // varlen batch of the lengths given, in that order (T is then its longest).
 // It is a benchmark, not a test: it never fails on a time.

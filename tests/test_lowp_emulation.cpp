@@ -341,3 +341,34 @@ TEST_CASE("the emulation rounds the operands of every product, as the model of t
             }
         }
 }
+
+// The fact behind the CUDA FP16 modes' taking bf16 k/q/v as exact operands
+// (src/cuda/kernels.hpp, exact_16bit_input; docs/perf-notes.md v107): every
+// finite bf16 value, at the power-of-two scales FP16X3 applies (v and the
+// state at 64), is an FP16 value and a zero FP16 remainder, x − rn16(x)
+// rounding to ±0 in FP16, wherever rn16(x) is finite (|x| <= 65504). The
+// remainders the kernels would otherwise compute are these same roundings,
+// so they are zero on the device too. (f32 values do leave remainders, the
+// counter-check.)
+TEST_CASE("a bf16 value, at FP16X3's scales, leaves a zero FP16 remainder", "[cpu][lowp]") {
+    int64_t checked = 0, subnormal = 0;
+    for (const float scale : {1.0f, 64.0f, 1.0f / 64.0f}) {
+        for (uint32_t b = 0; b < 0x10000u; ++b) {
+            const float x = gdn::bf16_to_float(uint16_t(b)) * scale;
+            if (!std::isfinite(x) || std::fabs(x) > 65504.0f) continue;
+            const float hi = gdn::round_to_half(x);
+            const float r = x - hi;  // exact: hi is within a step of x
+            INFO("bf16 bits " << b << " x " << scale << ": " << x << ", FP16 value " << hi);
+            REQUIRE(gdn::round_to_half(r) == 0.0f);
+            ++checked;
+            if (std::fabs(x) < 6.103515625e-05f && x != 0.0f) ++subnormal;
+        }
+    }
+    // Every bf16 value within FP16's range at each scale: exponent fields 0..142,
+    // 0..136 and 0..148, 256 patterns each (both signs).
+    CHECK(checked == (143 + 137 + 149) * 256);
+    CHECK(subnormal > 1000);  // values under FP16's normal range were among them
+    // The counter-check: f32 values keep remainders (1 + 2^-12: one bit past FP16's 11).
+    const float f = 1.0f + 1.0f / 4096.0f;
+    CHECK(gdn::round_to_half(f - gdn::round_to_half(f)) != 0.0f);
+}

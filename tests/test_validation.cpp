@@ -862,7 +862,7 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
     // the remainders of −W, the second remainders of Tβ and P, and (inputs
     // other than bf16; these are f32) the k/q rows' remainders. FP16X3:
     // BF16X3's without the second remainders (since 0.6.3), the k/q rows'
-    // remainders left out for f16 inputs instead.
+    // remainders left out for f16 and bf16 inputs instead (these are f32).
     // Each piece is a multiple of the alignment.
     const size_t rows = 2048 + 32;
     const size_t fp32 = 48 * rows * 64 * 4 + 48 * rows * 2 * 4 + 16 * rows * 2 * 4;
@@ -892,8 +892,10 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         CHECK(bytes(sm80, 32768) == one);
     }
     // BF16X3 with bf16 inputs: the k/q rows are exact in BF16, no remainders.
-    // FP16X3 with f16 inputs: exact in FP16, none either. The other 16-bit
-    // type is not exact in the split one's: its remainders are kept.
+    // FP16X3 with f16 inputs: exact in FP16, none either; with bf16 inputs
+    // none since 0.6.4 (a bf16 value's FP16 remainder is zero:
+    // exact_16bit_input). f16 is not exact in BF16X3's BF16, nor f32 in
+    // either: their remainders are kept.
     const struct {
         gdn_precision_t precision;
         gdn_dtype_t input;
@@ -902,7 +904,8 @@ TEST_CASE("CUDA: where windows overlap (sm_90) the workspace holds two windows o
         {GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, bf16x3_bf16_in},
         {GDN_PRECISION_BF16X3, GDN_DTYPE_F16, bf16x3},
         {GDN_PRECISION_FP16X3, GDN_DTYPE_F16, fp16x3_f16_in},
-        {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, fp16x3},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, fp16x3_f16_in},
+        {GDN_PRECISION_FP16X3, GDN_DTYPE_F32, fp16x3},
     };
     for (const auto& x : typed) {
         INFO("precision " << int(x.precision) << ", input " << int(x.input));

@@ -165,10 +165,9 @@ ChunkLayout carve_chunk_scratch(const gdn_caps_t& caps, const Shape& s, ScanMode
             w.TP16 = c.take<uint16_t>(hv_rows * tp16_row(mode));
             w.F4 = c.take<float>(hv_rows * 4);
             if (is_split_mode(mode)) {
-                // k/q rows of the mode's own 16-bit type are exact: no remainders.
-                const gdn_dtype_t exact_in = mode == ScanMode::kFp16x3 ? GDN_DTYPE_F16 : GDN_DTYPE_BF16;
+                // Exact k/q rows (the mode's 16-bit type; bf16 in FP16X3): no remainders.
                 w.W16lo = c.take<uint16_t>(hv_rows * s.head_dim_k);
-                if (s.input_dtype != exact_in)
+                if (!exact_16bit_input(mode, s.input_dtype))
                     w.kq16lo = c.take<uint16_t>(size_t(s.num_k_heads) * rows * 2 * s.head_dim_k);
             }
         } else {

@@ -156,8 +156,9 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
         if constexpr (!kBf16Operands<GRAM>) return __half2float(__ushort_as_half(x));
         else return __uint_as_float(uint32_t(x) << 16);
     };
-    // Inputs of the mode's 16-bit type are exact operands: no remainders.
-    const bool exact = p.in_dt == (kBf16Operands<GRAM> ? GDN_DTYPE_BF16 : GDN_DTYPE_F16);
+    // Inputs of the mode's 16-bit type, and bf16 in the FP16 modes, are exact
+    // operands: no remainders (exact_16bit_input).
+    const bool exact = exact_16bit_input(GRAM, p.in_dt);
     constexpr bool X3 = kSplitOperands<GRAM>;
     // FP16X3: P and the outputs' e^γ factor without q's factor qf, which
     // the scan applies to each output last (kFp16x3QfLate).
@@ -237,8 +238,7 @@ __device__ void prep_chunk(const Params& p, const ChunkScratch& w, int32_t kh, i
                         put16(r16x2 + (32 + t) * LD16, q2);
                     }
                     // BF16X3/FP16X3: the scan's k/q remainders (w.kq16lo: not
-                    // null for inputs not of the mode's type, which are never
-                    // exact here).
+                    // null for inputs that are not exact, as here).
                     if (X3 && t < L) {
                         uint16_t* lo = w.kq16lo + (dst - w.kq16);
                         put16(lo, kl16);

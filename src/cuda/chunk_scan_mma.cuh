@@ -42,9 +42,10 @@
 //   (cp.async; v through registers, a chunk ahead, where its rows are not
 //   16-byte aligned).
 //
-// Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type), Sᵀ
-// and W in Dᵀ (and −T diag(β e^γ kf) in W's product), D2ᵀ in the update, v
-// where it is not of the mode's type;
+// Rounded to 16 bits: k, q (exact for 16-bit inputs of the mode's type, and
+// for bf16 in the FP16 modes: exact_16bit_input), Sᵀ and W in Dᵀ (and
+// −T diag(β e^γ kf) in W's product), D2ᵀ in the update, v where it is not
+// exact;
 // Tβ, P and Dᵀ are split into a 16-bit value and its 16-bit remainder.
 // BF16X3 (ScanMode::kBf16x3) splits the rounded ones as well: Sᵀ, −W (and
 // the A operand of its product in the prep), D2ᵀ, and k, q, v where they are
@@ -55,7 +56,8 @@
 // i + j <= 2 (hi·hi + hi·lo + lo·hi for two-term operands).
 // FP16X3 (ScanMode::kFp16x3) is the same scan on FP16 terms: the remainders
 // FP16 (11 bits a term, so value + remainder hold ~22 of an FP32 value's 24
-// bits, against BF16's ~16), exact for f16 k/q/v; FP32-class products
+// bits, against BF16's ~16), exact for f16 and bf16 k/q/v (no remainders
+// copied or multiplied for them, v107); FP32-class products
 // (docs/perf-notes.md v100). Its operands run at power-of-two scales
 // (kValueScale, kTbScale, kPScale in kernels.hpp; v103), so that the
 // remainders of small entries stay out of FP16's subnormal range: the state
@@ -678,11 +680,13 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     block_barrier();
 
     const int ld_y = ld_n(LD), ld_y32 = ld_n(kLd32), ld_u = ld_k(LD);
-    // v rows in the mode's 16-bit type are exact operands: no remainder product.
+    // v rows in the mode's 16-bit type are the operands as they are; bf16 v
+    // in the FP16 modes is converted, but its FP16 remainder is zero
+    // (exact_16bit_input): neither takes a remainder product.
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
     const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == kBf16Operands<MODE>;
-    // BF16X3, FP16X3: the k/q rows' remainders (none for inputs of the mode's
-    // 16-bit type: exact).
+    const bool v_lo = !exact_16bit_input(MODE, p.in_dt);
+    // BF16X3, FP16X3: the k/q rows' remainders (none for exact inputs).
     const bool kq_lo = X3 && w.kq16lo != nullptr;
     // The outputs: row stride and the element of (token 2tq, column c0).
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
@@ -811,7 +815,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                                 x[2 * s + j][2 + e] *= kVs;
                             }
                         }
-                    if constexpr (X3)
+                    if (!v_lo)
+                        acc_to_a<MODE>(x, s, va[0]);
+                    else if constexpr (X3)
                         acc_to_a3<MODE>(x, s, va);
                     else
                         acc_to_a<MODE>(x, s, va[0], &va[1]);
@@ -819,9 +825,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
 #pragma unroll
                 for (int nn = s; nn < 2; ++nn) {
                     if constexpr (X3)
-                        small_product3(d, va, v_exact ? 1 : 3, sb + St::kTb, sb + St::kTbLo, sb + St::kTbLo2, nn, s);
+                        small_product3(d, va, v_lo ? 3 : 1, sb + St::kTb, sb + St::kTbLo, sb + St::kTbLo2, nn, s);
                     else
-                        small_product(d, va[0], va[1], !v_exact, sb + St::kTb, sb + St::kTbLo, nn, s);
+                        small_product(d, va[0], va[1], v_lo, sb + St::kTb, sb + St::kTbLo, nn, s);
                 }
             }
             // FP16X3, exact 16-bit v (unscaled operands): Ũᵀ to the state's scale.

@@ -57,7 +57,7 @@ struct ChunkScratch {
     uint16_t* kq16;  // [Hk][rows][2][K]: the raw k and q rows
     uint16_t* W16;   // [Hv][rows][K]: −W = −T diag(β e^γ kf) k
     // BF16X3 and FP16X3 only: the remainders of W16, and of kq16 where the
-    // inputs are not of the mode's 16-bit type (else null: such rows are exact).
+    // inputs are not exact operands (else null: exact_16bit_input, below).
     uint16_t* W16lo;   // [Hv][rows][K]
     uint16_t* kq16lo;  // [Hk][rows][2][K]
     uint16_t* TP16;  // [Hv][rows][kTp16Row]: Tβ = T diag(β) and P, each a value and its
@@ -148,6 +148,19 @@ constexpr bool is_split_mode(ScanMode m) { return m == ScanMode::kBf16x3 || m ==
 template <ScanMode M>
 inline constexpr bool kRegStateScan =
     M == ScanMode::kBf16 || M == ScanMode::kFp16 || kSplitOperands<M>;
+// The inputs whose k, q and v are the register-state scan's 16-bit operands
+// with no remainder: the mode's own 16-bit type, and bf16 in the FP16 modes
+// (FP16, FP16X3). A bf16 value times a power of two is an FP16 value where
+// FP16 holds its 8 significant bits (2^-17 <= |x| <= 65504); below 2^-17 its
+// FP16 remainder is at most half of FP16's subnormal step 2^-24 and rounds to
+// zero; above 65504 it overflows FP16 with or without one (tests/
+// test_lowp_emulation.cpp checks every bf16 value; docs/perf-notes.md v107).
+// The prep writes no k/q remainders for them (w.kq16lo stays null) and the
+// scan takes no product with a remainder of theirs. Host and device code.
+__host__ __device__ constexpr bool exact_16bit_input(ScanMode m, gdn_dtype_t in) {
+    return m == ScanMode::kBf16 || m == ScanMode::kBf16x3 ? in == GDN_DTYPE_BF16
+                                                           : in == GDN_DTYPE_BF16 || in == GDN_DTYPE_F16;
+}
 // FP16X3 keeps q's factor qf (the q/k L2 norm's scale / ||q_t||, or the
 // scale) out of P, whose entries it would otherwise shrink to ~|scale| / √K
 // and below: an unscaled FP16 remainder of such an entry is subnormal, an

@@ -394,6 +394,94 @@ TEST_CASE("tensor-core chunked path: FP16X3 on f16 inputs matches FP64 at T = 1.
                 kVsFp64);
 }
 
+// FP16X3 on bf16 inputs (0.6.4, docs/perf-notes.md v107): a bf16 value (times
+// a power of two) is an FP16 value and a zero FP16 remainder, so the prep
+// writes no k/q remainders for bf16 inputs and the scan takes no product with
+// a remainder of k, q or v. The same values as f32 inputs (every q, k, v, z
+// rounded to bf16 first) still take those products, with remainders that are
+// all zero: the two calls must give the same bits, output and state, at
+// lengths that miss the chunk and from a non-zero state; the plain shape also
+// within 2e-6 of FP64. Two shapes: plain, and every input transform with the
+// output norm. (Where FP16X3's scan does not fit the device, TF32X3 serves
+// both, whose bits this case does not claim: it says so and checks nothing.)
+TEST_CASE("tensor-core chunked path: FP16X3 on bf16 inputs gives the bits of the same values as f32",
+          "[cuda][parity][tc]") {
+    const gdn_caps_t caps = cuda_caps();
+    for (const uint32_t flags : {0u, unsigned(GDN_FLAG_QK_L2NORM | GDN_FLAG_GATE_FROM_RAW |
+                                              GDN_FLAG_BETA_FROM_LOGITS | GDN_FLAG_OUTPUT_NORM)}) {
+        Spec spec;
+        spec.seq_lens = {1100};
+        spec.hk = 1;
+        spec.hv = 3;
+        spec.k = spec.v = 128;
+        spec.flags = flags;
+        spec.seed = 47;
+        spec.input = GDN_DTYPE_BF16;
+        Problem pb(spec);
+        spec.input = GDN_DTYPE_F32;
+        Problem pf(spec);
+        // pf's inputs to pb's values: the same draws (one seed), rounded to bf16.
+        for (Bytes* b : {&pf.q, &pf.k, &pf.v, &pf.z}) {
+            float* x = b->as<float>();
+            for (size_t i = 0; i < b->size() / 4; ++i) x[i] = gdn::round_to_bf16(x[i]);
+        }
+        REQUIRE(pb.state_initial == pf.state_initial);
+        DeviceProblem db(pb), df(pf);
+        DeviceWorkspace ws;
+        size_for_tc_modes(ws, caps, pf.problem);  // f32 inputs need the larger scratch
+        gdn_path_info_t info;
+        gdn_path_info_init(&info);
+        gdn_problem_t q = with_algorithm(pb.problem, GDN_ALGO_CHUNKED);
+        q.precision = GDN_PRECISION_FP16X3;
+        REQUIRE(gdn_select_path(&caps, &q, nullptr, &info) == GDN_SUCCESS);
+        if (info.precision != GDN_PRECISION_FP16X3) {
+            std::printf("FP16X3 bf16 / f32 bits (flags %u): skipped: %s\n", flags, info.reason);
+            continue;
+        }
+        IncrementalReference ref(pb);
+        int64_t differing = 0;
+        Result last;  // the bf16 call at 1100 tokens
+        for (const int64_t T : {int64_t(1), int64_t(31), int64_t(32), int64_t(33), int64_t(97),
+                                int64_t(1100)}) {
+            const Result rb = run_prefix(db, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_FP16X3);
+            last = rb;
+            const Result rf = run_prefix(df, caps, ws, T, GDN_ALGO_CHUNKED, GDN_PRECISION_FP16X3);
+            INFO("T = " << T << ", flags " << flags);
+            REQUIRE(rb.out.size() == rf.out.size());
+            REQUIRE(rb.state.size() == rf.state.size());
+            for (const auto* pair : {&rb.out, &rb.state}) {
+                const std::vector<float>& a = *pair;
+                const std::vector<float>& b = pair == &rb.out ? rf.out : rf.state;
+                for (size_t i = 0; i < a.size(); ++i)
+                    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+                        if (differing++ == 0)
+                            UNSCOPED_INFO("first difference: " << (pair == &rb.out ? "out" : "state")
+                                                               << " element " << i << ": bf16 " << a[i]
+                                                               << ", f32 " << b[i]);
+                    }
+            }
+            CHECK(differing == 0);
+            if (flags == 0) {
+                ref.advance_to(T);
+                const Comparison co = compare_vec(rb.out, ref.out(), size_t(T) * spec.hv * spec.v, kVsFp64);
+                const Comparison cs = compare_vec(rb.state, ref.state(), ref.state().size(), kVsFp64);
+                INFO(describe(co, "out vs FP64"));
+                INFO(describe(cs, "state vs FP64"));
+                CHECK(co.ok());
+                CHECK(cs.ok());
+            }
+        }
+        std::printf("FP16X3 bf16 / f32 bits (flags %u, T 1..1100): %lld elements differ\n", flags,
+                    (long long)differing);
+        // A rerun over a NaN-filled workspace gives the same bits.
+        ws.fill_nan();
+        const Result again = run_prefix(db, caps, ws, 1100, GDN_ALGO_CHUNKED, GDN_PRECISION_FP16X3);
+        CHECK(again.out.size() == last.out.size());
+        CHECK(std::memcmp(again.out.data(), last.out.data(), 4 * std::min(again.out.size(), last.out.size())) == 0);
+        CHECK(std::memcmp(again.state.data(), last.state.data(), 4 * std::min(again.state.size(), last.state.size())) == 0);
+    }
+}
+
 // The fused BF16 path (C = 64; sm_90 builds with its sm_90a code): BF16
 // q/k/v, K = V = 128, G = 3; f32 gates as stored, then the input transforms
 // (q/k L2 norm, raw gate, β from logits, bf16 g and β). Every length 1..130
