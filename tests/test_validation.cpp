@@ -717,10 +717,14 @@ TEST_CASE("CUDA: the BF16/FP16 scan's shared memory decides which cards take it"
 
 TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the TF32X3 scan",
           "[validation][dispatch]") {
-    // FP16X3 is BF16X3 on FP16 terms: the same split scan (the same shared
-    // memory), the same TF32X3 scan where it does not fit, named in the reason.
+    // FP16X3 is BF16X3 on FP16 terms: the same split scan, the same TF32X3
+    // scan where it does not fit, named in the reason. Its stages are smaller
+    // (no second remainders; with 16-bit inputs no k/q remainders either:
+    // policy::cuda_scan_mma_rows): three need 215040 bytes at K = 128 with
+    // these f32 inputs, BF16X3's 230400.
     for (gdn_precision_t x3 : {GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
         const bool fp16 = x3 == GDN_PRECISION_FP16X3;
+        const size_t three128 = fp16 ? 215040 : 230400;
         const std::string served = fp16 ? "TF32X3 serves FP16X3 (whose scan does not fit)"
                                         : "TF32X3 serves BF16X3 (whose scan does not fit)";
         const std::string other = fp16 ? "BF16X3" : "FP16X3";
@@ -766,7 +770,7 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
                 }
             }
         }
-        // K = 128: three split stages, 230400 bytes; the H100/H200 have them.
+        // K = 128: three split stages, three128 bytes; the H100/H200 have them.
         expect_tc(h200, p, x3);
         CHECK(info.chunk_size == 32);
         CHECK(std::string(info.reason).find("serves") == std::string::npos);
@@ -807,15 +811,15 @@ TEST_CASE("CUDA: BF16X3 and FP16X3 take their split scan where it fits, else the
         CHECK(gdn_select_path(&a100, &forced, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
         const std::string why = gdn_last_error();
         INFO(why);
-        CHECK(why.find("230400 bytes of shared memory") != std::string::npos);
+        CHECK(why.find(std::to_string(three128) + " bytes of shared memory") != std::string::npos);
         CHECK(why.find("sm_80 allows 166912") != std::string::npos);
         // The edge, with the H200's SMs (the TF32X3 grid takes 48 columns,
-        // 185856 bytes): 230400 bytes take the split scan, one byte less the
+        // 185856 bytes): three128 bytes take the split scan, one byte less the
         // TF32X3 one.
-        const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 230400, 233472);
+        const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, three128, 233472);
         expect_tc(just, forced, x3);
         CHECK(std::string(info.reason).find("serves") == std::string::npos);
-        const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 230399, 233472);
+        const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, three128 - 1, 233472);
         expect_tc(short_by_one, forced, GDN_PRECISION_TF32X3);
         CHECK(std::string(info.reason).find(served) != std::string::npos);
         CHECK(std::string(info.reason).find(other) == std::string::npos);
@@ -956,44 +960,84 @@ TEST_CASE("CUDA: the BF16/FP16 scan takes a fourth stage of loaded rows where it
 
 TEST_CASE("CUDA: the BF16X3 and FP16X3 scan's stages hold the remainders too", "[validation][dispatch]") {
     namespace policy = gdn::policy;
-    // A split stage holds the k, q and −W rows twice (values and
+    // BF16X3's stage holds the k, q and −W rows twice (values and
     // remainders) and Tβ, P three times: 76800 bytes at K = 128, 52224 at
     // K = 64 (four stages: and the output rows, 4 x 1 KB).
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, true) == 230400);
-    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, true) == 311296);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, true) == 156672);
-    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, true) == 212992);
-    // H100 / H200 (232448 bytes opt-in): three stages at K = 128, four at
-    // K = 64; the A100 (166912): three at K = 64 (K = 128 does not fit).
-    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, true) == 3);
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 232448, true) == 4);
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, true) == 3);
+    const policy::ScanMmaRows bf16x3 = policy::cuda_scan_mma_rows(GDN_PRECISION_BF16X3, 2);
+    CHECK((bf16x3.split && bf16x3.kq && bf16x3.second));
+    CHECK(policy::cuda_scan_mma_rows(GDN_PRECISION_BF16X3, 4).kq);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, bf16x3) == 230400);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, bf16x3) == 311296);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, bf16x3) == 156672);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 4, bf16x3) == 212992);
+    // FP16X3 has no second remainders (since 0.6.3; the stage's two arrays
+    // since 0.6.4), and k/q remainders for f32 inputs only (its 16-bit inputs
+    // are exact, since 0.6.4): 71680 / 54272 bytes at K = 128, 47104 / 37888
+    // at K = 64 (f32 / 16-bit inputs).
+    const policy::ScanMmaRows fp16x3_f32 = policy::cuda_scan_mma_rows(GDN_PRECISION_FP16X3, 4);
+    const policy::ScanMmaRows fp16x3_16 = policy::cuda_scan_mma_rows(GDN_PRECISION_FP16X3, 2);
+    CHECK((fp16x3_f32.split && fp16x3_f32.kq && !fp16x3_f32.second));
+    CHECK((fp16x3_16.split && !fp16x3_16.kq && !fp16x3_16.second));
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 3, fp16x3_f32) == 215040);
+    CHECK(policy::cuda_scan_mma_smem_bytes(128, 64, 4, fp16x3_16) == 221184);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, fp16x3_f32) == 141312);
+    CHECK(policy::cuda_scan_mma_smem_bytes(64, 64, 3, fp16x3_16) == 113664);
+    // H100 / H200 (232448 bytes opt-in): BF16X3 and FP16X3 with f32 inputs
+    // three stages at K = 128, four at K = 64; FP16X3 with 16-bit inputs four
+    // at K = 128 too. The A100 (166912): three at K = 64 for BF16X3 (K = 128
+    // does not fit), four for FP16X3 with 16-bit inputs.
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, bf16x3) == 3);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 232448, bf16x3) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, bf16x3) == 3);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, fp16x3_f32) == 3);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 232448, fp16x3_16) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 166912, fp16x3_16) == 4);
     // The edge: four exactly where they fit.
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 212992, true) == 4);
-    CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, true) == 3);
-    // Both split modes take these stages (FP16X3 is BF16X3 on FP16 terms):
-    // at K = 64, 156672 bytes take the split scan in the precision asked
-    // for, one byte less the TF32X3 scan (which fits), and says so.
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 212992, bf16x3) == 4);
+    CHECK(policy::cuda_scan_mma_stages(64, 64, 212991, bf16x3) == 3);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 221184, fp16x3_16) == 4);
+    CHECK(policy::cuda_scan_mma_stages(128, 64, 221183, fp16x3_16) == 3);
+    // Three stages of a mode's rows for the inputs decide: at K = 64, the
+    // bytes above take the split scan in the precision asked for, one byte
+    // less the TF32X3 scan where that fits, and says so; FP16X3's stages for
+    // 16-bit inputs are smaller than TF32X3's scan: one byte less is no
+    // chunked path, and the error names the bytes.
     Fixture f;
     gdn_problem_t p = engine_prompt(f.problem);
     p.head_dim_k = 64;
     p.algorithm = GDN_ALGO_CHUNKED;
     gdn_path_info_t info;
     gdn_path_info_init(&info);
-    const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, 156672, 233472);
-    const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, 156671, 233472);
-    for (gdn_precision_t x3 : {GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
-        p.precision = x3;
-        INFO("precision " << int(x3));
+    const struct {
+        gdn_precision_t precision;
+        gdn_dtype_t input;
+        size_t three;
+        bool tf32x3_below;
+    } modes[] = {{GDN_PRECISION_BF16X3, GDN_DTYPE_F32, 156672, true},
+                 {GDN_PRECISION_BF16X3, GDN_DTYPE_BF16, 156672, true},
+                 {GDN_PRECISION_FP16X3, GDN_DTYPE_F32, 141312, true},
+                 {GDN_PRECISION_FP16X3, GDN_DTYPE_BF16, 113664, false}};
+    for (const auto& m : modes) {
+        p.precision = m.precision;
+        p.input_dtype = m.input;
+        INFO("precision " << int(m.precision) << ", input " << int(m.input));
+        const gdn_caps_t just = cuda_card(f.caps, "sm_90", 9, 0, 132, m.three, 233472);
+        const gdn_caps_t short_by_one = cuda_card(f.caps, "sm_90", 9, 0, 132, m.three - 1, 233472);
         REQUIRE(gdn_select_path(&just, &p, nullptr, &info) == GDN_SUCCESS);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
-        CHECK(info.precision == x3);
+        CHECK(info.precision == m.precision);
+        if (!m.tf32x3_below) {
+            CHECK(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_ERROR_NOT_SUPPORTED);
+            CHECK(std::string(gdn_last_error()).find(std::to_string(m.three) + " bytes of shared memory") !=
+                  std::string::npos);
+            continue;
+        }
         REQUIRE(gdn_select_path(&short_by_one, &p, nullptr, &info) == GDN_SUCCESS);
         INFO(info.reason);
         CHECK(info.path == GDN_PATH_CHUNKED_TC);
         CHECK(info.precision == GDN_PRECISION_TF32X3);
         CHECK(std::string(info.reason)
-                  .find(x3 == GDN_PRECISION_FP16X3 ? "TF32X3 serves FP16X3" : "TF32X3 serves BF16X3") !=
+                  .find(m.precision == GDN_PRECISION_FP16X3 ? "TF32X3 serves FP16X3" : "TF32X3 serves BF16X3") !=
               std::string::npos);
     }
 }
@@ -1188,9 +1232,10 @@ TEST_CASE("every reason gdn_select_path gives fits gdn_path_info_t.reason whole"
     CHECK(answered > 1000);
     // The cases include the longest clause's: a split mode served by TF32X3.
     CHECK(bf16x3_served > 0);
-    // FP16X3 is served by TF32X3 exactly where BF16X3 is (the same scan's
-    // shared memory).
-    CHECK(fp16x3_served == bf16x3_served);
+    // FP16X3's stages are no larger than BF16X3's (and smaller with 16-bit
+    // inputs): TF32X3 serves it at most where it serves BF16X3.
+    CHECK(fp16x3_served > 0);
+    CHECK(fp16x3_served <= bf16x3_served);
     // Cut, it would fill the field: sizeof - 1 bytes.
     CHECK(longest < sizeof(gdn_path_info_t::reason) - 1);
 }

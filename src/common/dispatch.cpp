@@ -85,7 +85,8 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
     // The register-state scan runs with three stages of loaded rows, or four
     // where they fit (policy::cuda_scan_mma_stages): three decide.
     const int32_t stages = policy::kCudaScanMmaMinStages;
-    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages, split)
+    const policy::ScanMmaRows rows = policy::cuda_scan_mma_rows(precision, s.input_dtype == GDN_DTYPE_F32 ? 4 : 2);
+    const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages, rows)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));
     if (smem > caps.shared_mem_per_block_optin)

@@ -65,21 +65,33 @@ constexpr size_t cuda_scan_smem_bytes(int32_t K, int32_t ncol, bool tc = false) 
                             size_t(K) * cuda_scan_state_ld(ncol, tc) + 2 * 64 * size_t(ncol) +
                             2 * 32 * size_t(ncol + (tc ? kCudaScanDPadTc : 0)));
 }
-// The register-state scan of the BF16/FP16/BF16X3 modes (chunk_scan_mma.cuh):
-// three or four stages of the loaded rows (the chunk's k and q rows and −W as
-// 16-bit values in rows of K + 8, with `split` (BF16X3) their remainders too;
-// Tβ and P as 16-bit values and remainders in rows of 40, with `split` a
-// second remainder each; four floats of per-token factors; v in its own
-// type, room for 32 rows of ncol + 4 four-byte values).
-constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol, bool split = false) {
-    return (split ? 192 : 96) * size_t(K + 8) * 2 + (split ? 6 : 4) * 32 * 40 * 2 +
-           sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
+// The register-state scan of the BF16/FP16/BF16X3/FP16X3 modes
+// (chunk_scan_mma.cuh): three or four stages of the loaded rows (the chunk's
+// k and q rows and −W as 16-bit values in rows of K + 8; Tβ and P as 16-bit
+// values and remainders in rows of 40; four floats of per-token factors; v in
+// its own type, room for 32 rows of ncol + 4 four-byte values), and in the
+// split modes some of these rows' remainders (ScanMmaRows).
+// What a stage holds beyond BF16's / FP16's rows: `split` −W's remainders
+// (BF16X3, FP16X3), `kq` the k/q rows' remainders (BF16X3, whose instance for
+// 16-bit inputs also serves f16, not exact in BF16; FP16X3 for f32 inputs
+// only, its 16-bit ones being exact: src/cuda/kernels.hpp,
+// exact_16bit_input), `second` Tβ's and P's second remainders (BF16X3).
+struct ScanMmaRows {
+    bool split = false, kq = false, second = false;
+};
+constexpr ScanMmaRows cuda_scan_mma_rows(gdn_precision_t precision, int32_t input_bytes) {
+    const bool bf16x3 = precision == GDN_PRECISION_BF16X3, fp16x3 = precision == GDN_PRECISION_FP16X3;
+    return ScanMmaRows{bf16x3 || fp16x3, bf16x3 || (fp16x3 && input_bytes == 4), bf16x3};
+}
+constexpr size_t cuda_scan_mma_stage_bytes(int32_t K, int32_t ncol, ScanMmaRows rows = {}) {
+    return size_t(96 + (rows.split ? 32 : 0) + (rows.kq ? 64 : 0)) * size_t(K + 8) * 2 +
+           size_t(4 + (rows.second ? 2 : 0)) * 32 * 40 * 2 + sizeof(float) * (4 * 32 + 32 * size_t(ncol + 4));
 }
 // With four stages, each compute warp (16 columns) also has 1 KB to turn its
 // 16-bit outputs into 16-byte rows (sm_90's stmatrix; chunk_scan_mma.cuh).
 constexpr size_t cuda_scan_mma_out_bytes(int32_t ncol) { return size_t(ncol / 16) * 1024; }
-constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages, bool split = false) {
-    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol, split) +
+constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stages, ScanMmaRows rows = {}) {
+    return size_t(stages) * cuda_scan_mma_stage_bytes(K, ncol, rows) +
            (stages == 4 ? cuda_scan_mma_out_bytes(ncol) : 0);
 }
 // The path needs three stages (136704 bytes at K = 128, 99840 at K = 64);
@@ -87,14 +99,14 @@ constexpr size_t cuda_scan_mma_smem_bytes(int32_t K, int32_t ncol, int32_t stage
 // each chunk's loads two chunk steps instead of one (H100/H200: 186368
 // bytes at K = 128 of 232448, the output rows included; not the A100's
 // 166912, which takes four at K = 64 only, 137216 bytes).
-// BF16X3 (split) needs 230400 bytes for three stages at K = 128 (H100/H200
-// only; elsewhere its requests take the TF32X3 scan where that fits), 156672
-// at K = 64.
+// BF16X3 needs 230400 bytes for three stages at K = 128 (H100/H200 only;
+// elsewhere its requests take the TF32X3 scan where that fits), 156672 at
+// K = 64; FP16X3 215040 with f32 inputs (three stages), and with 16-bit
+// inputs, whose stage holds no k/q remainders, 221184 for four (H100/H200).
 constexpr int32_t kCudaScanMmaMinStages = 3;
 constexpr int32_t cuda_scan_mma_stages(int32_t K, int32_t ncol, size_t smem_per_block_optin,
-                                       bool split = false) {
-    return cuda_scan_mma_smem_bytes(K, ncol, 4, split) <= smem_per_block_optin ? 4
-                                                                               : kCudaScanMmaMinStages;
+                                       ScanMmaRows rows = {}) {
+    return cuda_scan_mma_smem_bytes(K, ncol, 4, rows) <= smem_per_block_optin ? 4 : kCudaScanMmaMinStages;
 }
 // A scan block walks the chunks of a window for `ncol` value columns of one
 // key head's value heads; every block walks every chunk (of its lane's

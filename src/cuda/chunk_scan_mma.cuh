@@ -226,12 +226,14 @@ constexpr int kLd32 = 40;
 // One stage of the loaded rows (policy::cuda_scan_mma_stage_bytes; three or
 // four of them): the chunk's k and q rows and the prep's operands as 16-bit
 // values (−W; Tβ = T diag(β) and P, each a value and its remainder), the
-// per-token factors, and v. With SPLIT (BF16X3, FP16X3) the remainders of the
-// k/q rows and of −W too, and second remainders of Tβ and P (BF16X3 only;
-// FP16X3 leaves those two arrays unused: without them its stage would be
-// 5 KB smaller at K = 128, which gains no stage, docs/perf-notes.md v104).
-template <int K, int NCOL, bool SPLIT>
+// per-token factors, and v. With SPLIT (BF16X3, FP16X3) −W's remainders too,
+// with KQ the k/q rows' remainders (BF16X3; FP16X3 for f32 inputs: its 16-bit
+// inputs are exact, exact_16bit_input), with R2 Tβ's and P's second
+// remainders (BF16X3). FP16X3 with 16-bit inputs thus fits four stages at
+// K = 128 on the H100/H200 (docs/perf-notes.md v108).
+template <int K, int NCOL, bool SPLIT, bool KQ, bool R2>
 struct Stage {
+    static_assert(SPLIT || !(KQ || R2), "remainders of the split modes");
     static constexpr int kKQ = 0;                                // uint16 [64][kLd16]: k rows 0..31, q rows 32..63
     // kWgmma: instead of kKQ and kW, the rows of −W, q and k (array a = 0, 1,
     // 2) in wgmma's 128-byte-swizzled atoms (mma.cuh), from the first
@@ -239,26 +241,38 @@ struct Stage {
     // 8-token group tg, 64 K values kc) at (12 kc + 4 a + tg) · 1024, and in it
     // token t's 16-byte piece j at (t % 8) · 128 + (j ^ (t % 8)) · 16. The
     // 12 · K / 64 KB fit in kKQ's and kW's bytes with 1 KB to spare. SPLIT:
-    // the remainders' rows (−W's, and q's and k's where the inputs are not
-    // BF16) in a second such set, kWQKLo bytes on.
+    // the remainders' rows in a second set of atoms, kWQKLo bytes on: with KQ
+    // as the first (−W's, q's and k's, kWQKLoAtoms = 12 KB a kc column), else
+    // −W's alone (4 KB a column: atom (tg, kc) at (4 kc + tg) · 1024).
     static constexpr int kWQKAtoms = 12 * 1024;                  // bytes of one kc column
     static constexpr int kWQKLo = K / 64 * kWQKAtoms;
+    static constexpr int kWQKLoAtoms = KQ ? kWQKAtoms : 4 * 1024;
     static constexpr int kW = 64 * kLd16<K> * 2;                 // uint16 [32][kLd16]: −W
-    static constexpr int kKQLo = kW + 32 * kLd16<K> * 2;         // SPLIT: uint16 [64][kLd16]: k/q remainders
-    static constexpr int kWLo = kKQLo + 64 * kLd16<K> * 2;       // SPLIT: uint16 [32][kLd16]: −W's remainders
+    static constexpr int kKQLo = kW + 32 * kLd16<K> * 2;         // KQ: uint16 [64][kLd16]: k/q remainders
+    static constexpr int kWLo = kKQLo + (KQ ? 64 * kLd16<K> * 2 : 0);  // SPLIT: uint16 [32][kLd16]: −W's remainders
     static constexpr int kTb = SPLIT ? kWLo + 32 * kLd16<K> * 2  // uint16 [32][kLd32] each: Tβ,
                                      : kKQLo;
     static constexpr int kTbLo = kTb + 32 * kLd32 * 2;           //   its remainders,
     static constexpr int kP = kTbLo + 32 * kLd32 * 2;            //   P,
     static constexpr int kPLo = kP + 32 * kLd32 * 2;             //   its remainders,
-    static constexpr int kTbLo2 = kPLo + 32 * kLd32 * 2;         //   SPLIT: Tβ's second remainders,
-    static constexpr int kPLo2 = kTbLo2 + 32 * kLd32 * 2;        //   SPLIT: P's
-    static constexpr int kF = (SPLIT ? kPLo2 : kPLo) + 32 * kLd32 * 2;  // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
+    static constexpr int kTbLo2 = kPLo + 32 * kLd32 * 2;         //   R2: Tβ's second remainders,
+    static constexpr int kPLo2 = kTbLo2 + 32 * kLd32 * 2;        //   R2: P's
+    static constexpr int kF = (R2 ? kPLo2 : kPLo) + 32 * kLd32 * 2;  // float4 [32]: e^{γ_L−γ} kf, e^γ qf, e^{γ_L}, 0
     static constexpr int kV = kF + 32 * 16;                      // In [32][kLdV] (room for 4-byte)
     static constexpr int kBytes = kV + 4 * 32 * kLdV<NCOL, 4>;
-    static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, SPLIT)), "stage layout");
-    static_assert((SPLIT ? 2 : 1) * kWQKLo + 1023 <= kTb, "the wgmma rows fit, however the stage is aligned");
+    static_assert(kBytes == int(policy::cuda_scan_mma_stage_bytes(K, NCOL, policy::ScanMmaRows{SPLIT, KQ, R2})),
+                  "stage layout");
+    static_assert(kWQKLo + (SPLIT ? K / 64 * kWQKLoAtoms : 0) + 1023 <= kTb,
+                  "the wgmma rows fit, however the stage is aligned");
 };
+
+// The stage rows of a mode's instance for IN_BYTES inputs (policy::cuda_scan_mma_rows).
+template <ScanMode MODE, int IN_BYTES>
+inline constexpr policy::ScanMmaRows kStageRows = policy::cuda_scan_mma_rows(
+    MODE == ScanMode::kBf16x3   ? GDN_PRECISION_BF16X3
+    : MODE == ScanMode::kFp16x3 ? GDN_PRECISION_FP16X3
+                                : GDN_PRECISION_BF16,
+    IN_BYTES);
 
 // TS: GDN_FLAG_BLOCK_STATES (p.token_state_indices): after a chunk that ends a
 // 64-token block of its sequence or the sequence, the state to the slot its
@@ -287,7 +301,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     static_assert(NCOL % 16 == 0 && NCOL <= 64 && K % 32 == 0, "tile shapes");
     // launch_in: V % NCOL == 0, so a block's columns are one value head's.
     using In = typename scan::Raw<IN_BYTES>::type;
-    using St = Stage<K, NCOL, X3>;
+    // The stage's rows (kStageRows): KQ where the instance's inputs may leave
+    // k/q remainders.
+    constexpr bool KQ = kStageRows<MODE, IN_BYTES>.kq;
+    static_assert(kStageRows<MODE, IN_BYTES>.split == X3 && kStageRows<MODE, IN_BYTES>.second == R2,
+                  "the stage holds the mode's remainders");
+    using St = Stage<K, NCOL, X3, KQ, R2>;
     constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;
     constexpr int LDV = kLdV<NCOL, IN_BYTES>;
@@ -379,7 +398,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         // BF16X3: the remainders' rows, at the same offsets (k/q: not for
         // BF16 inputs); it addresses both arrays from one offset each (fewer
         // registers live than a pointer per array).
-        const bool kq_lo = X3 && w.kq16lo != nullptr;
+        const bool kq_lo = KQ && w.kq16lo != nullptr;
         const int64_t kq_off = kq_lane - w.kq16, w_off = w_lane - w.W16;
         // WG: lane l copies piece j = l % 8 of the 128 bytes (64 K values kc)
         // of tokens t = l / 8 + 4i of each of −W, q and k: 8 lanes read one
@@ -449,8 +468,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                             cp_async16(at, ok ? w_src + t * K + k0 : w.W16, ok ? 16 : 0);
                             cp_async16(at + 4096, ok ? kq_src + t * 2 * K + K + k0 : w.kq16, ok ? 16 : 0);
                             cp_async16(at + 8192, ok ? kq_src + t * 2 * K + k0 : w.kq16, ok ? 16 : 0);
-                            if constexpr (X3) {  // the remainders' rows, at the same offsets
-                                unsigned char* const lo = at + St::kWQKLo;
+                            if constexpr (X3) {  // the remainders' rows (KQ: at the same offsets)
+                                unsigned char* const lo = dst + St::kWQKLo + kc * St::kWQKLoAtoms;
                                 cp_async16(lo, ok ? w_src + wg_lo_w + t * K + k0 : w.W16, ok ? 16 : 0);
                                 if (kq_lo) {
                                     cp_async16(lo + 4096, ok ? kq_src + wg_lo_kq + t * 2 * K + K + k0 : w.kq16,
@@ -687,7 +706,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == kBf16Operands<MODE>;
     const bool v_lo = !exact_16bit_input(MODE, p.in_dt);
     // BF16X3, FP16X3: the k/q rows' remainders (none for exact inputs).
-    const bool kq_lo = X3 && w.kq16lo != nullptr;
+    const bool kq_lo = KQ && w.kq16lo != nullptr;
     // The outputs: row stride and the element of (token 2tq, column c0).
     const bool norm_pass = (p.flags & GDN_FLAG_OUTPUT_NORM) != 0;
     const int64_t o_ld = norm_pass ? int64_t(p.Hv) * p.V : p.o_tok;
@@ -850,8 +869,9 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
         if constexpr (WG) {
             // Step s's B: [−W; q] rows (lo: their remainders' atoms).
             auto b_wq = [&](int s, bool lo) {
-                return mma::wgmma_desc_sw128(wqk + (lo ? St::kWQKLo : 0) + (s / 4) * St::kWQKAtoms + (s % 4) * 32,
-                                             16, 1024);
+                return mma::wgmma_desc_sw128(
+                    wqk + (lo ? St::kWQKLo : 0) + (s / 4) * (lo ? St::kWQKLoAtoms : St::kWQKAtoms) + (s % 4) * 32,
+                    16, 1024);
             };
             if constexpr (X3) {
                 // BF16X3: Ũᵀ first, into d, and Sᵀ's values and remainders
@@ -1152,7 +1172,7 @@ template <int K, int NCOL, int IN_BYTES, ScanMode MODE, int STAGES>
 cudaError_t launch(const Params& p, const ChunkScratch& w, const Window& win, int lanes,
                    bool zero_empty, cudaStream_t stream, bool overlap) {
     const dim3 grid(unsigned(int64_t(p.G) * p.V / NCOL), unsigned(p.Hk), unsigned(lanes));
-    const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, kSplitOperands<MODE>);
+    const size_t smem = policy::cuda_scan_mma_smem_bytes(K, NCOL, STAGES, kStageRows<MODE, IN_BYTES>);
     if (p.token_state_indices) {
         if (win.slice) return cudaErrorInvalidValue;  // (the backend never slices them)
         return launch_kernel(chunk_scan_mma_kernel<K, NCOL, IN_BYTES, MODE, STAGES, false, true>, grid,
@@ -1194,7 +1214,7 @@ cudaError_t set_attributes_in(size_t smem_limit) {
     auto entry = [](auto kernel, int K, int stages) {
         return std::pair<const void*, size_t>{reinterpret_cast<const void*>(kernel),
                                               policy::cuda_scan_mma_smem_bytes(K, NCOL, stages,
-                                                                               kSplitOperands<MODE>)};
+                                                                               kStageRows<MODE, IN_BYTES>)};
     };
     for (auto [kernel, bytes] : {entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 3, false>, 64, 3),
                                  entry(&chunk_scan_mma_kernel<64, NCOL, IN_BYTES, MODE, 4, false>, 64, 4),

@@ -164,7 +164,7 @@ TEST_CASE("tensor-core chunked path: reruns give identical bits (TF32X3 FP16 BF1
 
 // The pipelines' shape does not change the arithmetic: the BF16/FP16/BF16X3/
 // FP16X3 scan with four stages of loaded rows (taken where they fit, the H200;
-// for the split modes, BF16X3 and FP16X3, at K = 64 only) and with three (caps
+// for BF16X3, and FP16X3 with f32 inputs, at K = 64 only) and with three (caps
 // whose opt-in shared memory fits three at the spec's K, not four: K = 64 and
 // K = 128 are both compared), and windows overlapped (sm_90) or one after
 // another (caps that say sm_80), give the same bits. FP16X3 runs the specs'
@@ -204,18 +204,24 @@ TEST_CASE("the BF16/FP16/BF16X3/FP16X3 scan: three or four stages, overlapped wi
     // the bytes of four stages at that K less one (never above the device's
     // own). One set cut for K = 128 would not do: four stages at K = 64 fit
     // under it, so the K = 64 spec would compare four with four. BF16X3's
-    // and FP16X3's stages hold the remainders too (split): at K = 128 four
-    // never fit (the H200 runs three), at K = 64 they do.
-    auto stage_caps = [&](bool split, std::vector<gdn_caps_t>& three, std::vector<signed char>& compare_stages) {
+    // stages hold remainders too (split), and FP16X3's with f32 inputs: at
+    // K = 128 four never fit (the H200 runs three), at K = 64 they do. FP16X3
+    // with 16-bit inputs holds no k/q remainders: four fit at K = 128 too
+    // (H100/H200; since 0.6.4).
+    auto stage_caps = [&](gdn_precision_t precision, std::vector<gdn_caps_t>& three,
+                          std::vector<signed char>& compare_stages) {
         three.assign(specs.size(), caps);
         compare_stages.assign(specs.size(), 0);
         for (size_t j = 0; j < specs.size(); ++j) {
             const int32_t K = specs[j].k;
-            const size_t four = gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4, split);
+            const gdn::policy::ScanMmaRows rows =
+                gdn::policy::cuda_scan_mma_rows(precision, specs[j].input == GDN_DTYPE_F32 ? 4 : 2);
+            const bool split = rows.split;
+            const size_t four = gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4, rows);
             three[j].shared_mem_per_block_optin = std::min<size_t>(caps.shared_mem_per_block_optin, four - 1);
-            const int here = gdn::policy::cuda_scan_mma_stages(K, ncol, caps.shared_mem_per_block_optin, split);
+            const int here = gdn::policy::cuda_scan_mma_stages(K, ncol, caps.shared_mem_per_block_optin, rows);
             const int reduced =
-                gdn::policy::cuda_scan_mma_stages(K, ncol, three[j].shared_mem_per_block_optin, split);
+                gdn::policy::cuda_scan_mma_stages(K, ncol, three[j].shared_mem_per_block_optin, rows);
             std::printf("stages at K = %d%s: %d on this device, %d with the reduced caps\n", K,
                         split ? " (split)" : "", here, reduced);
             // A device without the shared memory for three stages at this K
@@ -248,8 +254,7 @@ TEST_CASE("the BF16/FP16/BF16X3/FP16X3 scan: three or four stages, overlapped wi
     std::vector<signed char> compare_stages;  // 1: compare three with four, 0: not, -1: skipped
     for (gdn_precision_t precision :
          {GDN_PRECISION_BF16, GDN_PRECISION_FP16, GDN_PRECISION_BF16X3, GDN_PRECISION_FP16X3}) {
-        stage_caps(precision == GDN_PRECISION_BF16X3 || precision == GDN_PRECISION_FP16X3, three,
-                   compare_stages);
+        stage_caps(precision, three, compare_stages);
         for (size_t j = 0; j < specs.size(); ++j) {
             if (compare_stages[j] < 0) continue;  // skipped above, with the reason
             Spec s = precision == GDN_PRECISION_FP16X3 ? bf16_as_f16(specs[j]) : specs[j];

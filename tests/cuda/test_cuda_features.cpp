@@ -60,14 +60,15 @@ const Mode kModes[] = {
 };
 
 // The precision the CUDA chunked path reports for a request: BF16X3 and FP16X3
-// take their split scan (the same shared memory for both) where three of its
-// stages fit the device's opt-in shared memory (at K = 128 the H100/H200
-// only), else the TF32X3 scan serves them.
-gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precision_t requested) {
+// take their split scan where three of its stages (their rows: the mode's and
+// the inputs', policy::cuda_scan_mma_rows) fit the device's opt-in shared
+// memory (at K = 128 the H100/H200 only), else the TF32X3 scan serves them.
+gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precision_t requested, gdn_dtype_t input) {
     namespace policy = gdn::policy;
     if ((requested == GDN_PRECISION_BF16X3 || requested == GDN_PRECISION_FP16X3) &&
         policy::cuda_scan_mma_smem_bytes(K, policy::kCudaScanMmaColumns, policy::kCudaScanMmaMinStages,
-                                         true) > caps.shared_mem_per_block_optin)
+                                         policy::cuda_scan_mma_rows(requested, input == GDN_DTYPE_F32 ? 4 : 2)) >
+            caps.shared_mem_per_block_optin)
         return GDN_PRECISION_TF32X3;
     return requested;
 }
@@ -441,7 +442,7 @@ TEST_CASE("every API feature matches the CPU backend and FP64 on every CUDA path
             gdn_path_info_t info;
             gdn_path_info_init(&info);
             REQUIRE(gdn_select_path(&caps, &p.problem, nullptr, &info) == GDN_SUCCESS);
-            CHECK(info.precision == (algo == GDN_ALGO_CHUNKED ? served_precision(caps, s.k, mode.precision)
+            CHECK(info.precision == (algo == GDN_ALGO_CHUNKED ? served_precision(caps, s.k, mode.precision, s.input)
                                                               : GDN_PRECISION_FP32));
             CHECK(info.path == (algo == GDN_ALGO_SEQUENTIAL ? GDN_PATH_SEQUENTIAL
                                 : mode.precision == GDN_PRECISION_FP32 ? GDN_PATH_CHUNKED_FP32
