@@ -469,7 +469,8 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                             cp_async16(at + 4096, ok ? kq_src + t * 2 * K + K + k0 : w.kq16, ok ? 16 : 0);
                             cp_async16(at + 8192, ok ? kq_src + t * 2 * K + k0 : w.kq16, ok ? 16 : 0);
                             if constexpr (X3) {  // the remainders' rows (KQ: at the same offsets)
-                                unsigned char* const lo = dst + St::kWQKLo + kc * St::kWQKLoAtoms;
+                                unsigned char* const lo =
+                                    KQ ? at + St::kWQKLo : dst + St::kWQKLo + kc * St::kWQKLoAtoms;
                                 cp_async16(lo, ok ? w_src + wg_lo_w + t * K + k0 : w.W16, ok ? 16 : 0);
                                 if (kq_lo) {
                                     cp_async16(lo + 4096, ok ? kq_src + wg_lo_kq + t * 2 * K + K + k0 : w.kq16,
@@ -704,7 +705,10 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     // (exact_16bit_input): neither takes a remainder product.
     const bool bf16_in = p.in_dt == GDN_DTYPE_BF16;
     const bool v_exact = IN_BYTES == 2 && (p.in_dt == GDN_DTYPE_BF16) == kBf16Operands<MODE>;
-    const bool v_lo = !exact_16bit_input(MODE, p.in_dt);
+    // Whether v takes a remainder (!exact_16bit_input): f32 always (known at
+    // compile time: a runtime test there cost f32 inputs 1-5%, perf-notes
+    // v108); 16-bit inputs in the BF16 modes where they are f16.
+    const bool v_lo = IN_BYTES == 4 || !exact_16bit_input(MODE, p.in_dt);
     // BF16X3, FP16X3: the k/q rows' remainders (none for exact inputs).
     const bool kq_lo = KQ && w.kq16lo != nullptr;
     // The outputs: row stride and the element of (token 2tq, column c0).
@@ -834,7 +838,7 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
                                 x[2 * s + j][2 + e] *= kVs;
                             }
                         }
-                    if (!v_lo)
+                    if (!kBf16Operands<MODE> && !v_lo)  // bf16 in the FP16 modes
                         acc_to_a<MODE>(x, s, va[0]);
                     else if constexpr (X3)
                         acc_to_a3<MODE>(x, s, va);
