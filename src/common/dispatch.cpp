@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "validate.hpp"
 
 namespace gdn {
 
@@ -85,7 +86,7 @@ std::string cuda_chunked_as(const gdn_caps_t& caps, const Shape& s, gdn_precisio
     // The register-state scan runs with three stages of loaded rows, or four
     // where they fit (policy::cuda_scan_mma_stages): three decide.
     const int32_t stages = policy::kCudaScanMmaMinStages;
-    const policy::ScanMmaRows rows = policy::cuda_scan_mma_rows(precision, s.input_dtype == GDN_DTYPE_F32 ? 4 : 2);
+    const policy::ScanMmaRows rows = policy::cuda_scan_mma_rows(precision, int32_t(dtype_size(s.input_dtype)));
     const size_t scan_smem = reg_state ? policy::cuda_scan_mma_smem_bytes(s.head_dim_k, ncol, stages, rows)
                                        : policy::cuda_scan_smem_bytes(s.head_dim_k, ncol, tc);
     const size_t smem = std::max(scan_smem, policy::cuda_prep_smem_bytes(s.head_dim_k));

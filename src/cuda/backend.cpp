@@ -432,7 +432,7 @@ gdn_status_t run(const gdn_caps_t& caps, const Shape& shape, const Tensors& tens
     // the kernels' limits to what fits it), else three.
     const int stages = policy::cuda_scan_mma_stages(
         shape.head_dim_k, ncol, caps.shared_mem_per_block_optin,
-        policy::cuda_scan_mma_rows(path.precision, shape.input_dtype == GDN_DTYPE_F32 ? 4 : 2));
+        policy::cuda_scan_mma_rows(path.precision, int32_t(dtype_size(shape.input_dtype))));
     // The scan's sequence lanes: a batch's sequences side by side where the
     // heads leave SMs free (dispatch.hpp).
     const int lanes = policy::cuda_scan_lanes(shape.num_k_heads, shape.group, shape.head_dim_v, ncol,

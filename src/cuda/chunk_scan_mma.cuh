@@ -306,6 +306,12 @@ __global__ void __launch_bounds__(2 * NCOL + 32, 1)
     constexpr bool KQ = kStageRows<MODE, IN_BYTES>.kq;
     static_assert(kStageRows<MODE, IN_BYTES>.split == X3 && kStageRows<MODE, IN_BYTES>.second == R2,
                   "the stage holds the mode's remainders");
+    // A split stage without k/q remainders is only for inputs that never
+    // leave any (the backend allocates w.kq16lo by the same rule).
+    static_assert(KQ || !X3 ||
+                      (IN_BYTES == 2 && exact_16bit_input(MODE, GDN_DTYPE_BF16) &&
+                       exact_16bit_input(MODE, GDN_DTYPE_F16)),
+                  "no k/q remainder rows only where every input of this width is exact");
     using St = Stage<K, NCOL, X3, KQ, R2>;
     constexpr int NW = NCOL / 16;  // compute warps, 16 columns each; warp NW loads
     constexpr int LD = kLd16<K>;

@@ -215,7 +215,7 @@ TEST_CASE("the BF16/FP16/BF16X3/FP16X3 scan: three or four stages, overlapped wi
         for (size_t j = 0; j < specs.size(); ++j) {
             const int32_t K = specs[j].k;
             const gdn::policy::ScanMmaRows rows =
-                gdn::policy::cuda_scan_mma_rows(precision, specs[j].input == GDN_DTYPE_F32 ? 4 : 2);
+                gdn::policy::cuda_scan_mma_rows(precision, int32_t(dtype_bytes(specs[j].input)));
             const bool split = rows.split;
             const size_t four = gdn::policy::cuda_scan_mma_smem_bytes(K, ncol, 4, rows);
             three[j].shared_mem_per_block_optin = std::min<size_t>(caps.shared_mem_per_block_optin, four - 1);

@@ -67,7 +67,7 @@ gdn_precision_t served_precision(const gdn_caps_t& caps, int32_t K, gdn_precisio
     namespace policy = gdn::policy;
     if ((requested == GDN_PRECISION_BF16X3 || requested == GDN_PRECISION_FP16X3) &&
         policy::cuda_scan_mma_smem_bytes(K, policy::kCudaScanMmaColumns, policy::kCudaScanMmaMinStages,
-                                         policy::cuda_scan_mma_rows(requested, input == GDN_DTYPE_F32 ? 4 : 2)) >
+                                         policy::cuda_scan_mma_rows(requested, int32_t(dtype_bytes(input)))) >
             caps.shared_mem_per_block_optin)
         return GDN_PRECISION_TF32X3;
     return requested;
