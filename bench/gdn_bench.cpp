@@ -65,6 +65,7 @@ struct Options {
     bool token_states = false;  // --token-states: GDN_FLAG_TOKEN_STATES, every token's state kept
     bool block_states = false;  // --block-states: with GDN_FLAG_BLOCK_STATES, every block end's state kept
     double max_err = 0;   // > 0: exit 1 when a checked row's error is above it (or not finite)
+    bool hash = false;    // --hash: FNV-1a of the accuracy run's outputs and state pool, per row
     int cold_mb = 0;      // > 0: the timed calls rotate over state pools of this many MB in all
     std::string json, csv;
 };
@@ -107,6 +108,9 @@ struct Options {
                  "                  engine's prefix cache)]\n"
                  "                 [--max-err E (exit 1 if a checked row's error against FP64 is\n"
                  "                  above E or not a number: the bench as a smoke test)]\n"
+                 "                 [--hash (print a 64-bit FNV-1a hash of each row's outputs and\n"
+                 "                  state pool after its first call, from state0: two builds or two\n"
+                 "                  forms of a kernel compared bit for bit)]\n"
                  "                 [--cold-state MB (GPU: the timed calls rotate over copies of the\n"
                  "                  state pool, about MB megabytes in all, so that a call reads its\n"
                  "                  state from DRAM as in an engine of many layers; 0: one pool)]\n",
@@ -211,6 +215,7 @@ Options parse(int argc, char** argv) {
             if (o.workspace_x < 1 || o.workspace_x > 64) usage("--workspace-x takes 1..64");
         }
         else if (a == "--pdl") o.pdl = true;
+        else if (a == "--hash") o.hash = true;
         else if (a == "--graph") o.graph = true;
         else if (a == "--state-indices") o.slots = true;
         else if (a == "--state-vk") o.state_vk = true;
@@ -285,7 +290,16 @@ struct Row {
     int64_t tokens;
     int32_t seqs;
     double device_ms, host_us, err_out, err_state;
+    uint64_t hash_out = 0, hash_state = 0;  // --hash
 };
+
+// 64-bit FNV-1a of n bytes.
+uint64_t fnv1a(const void* data, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(data);
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
 
 void check(gdn_status_t st, const char* what) {
     if (st != GDN_SUCCESS) {
@@ -528,8 +542,19 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
 
     // Accuracy: one run from state0, compared against FP64 on a few heads.
     mem.upload(d_state, state0.data(), nstate * 4);
+    if (o.hash) {  // (padding between output rows: zeros, not what the allocation held)
+        const std::vector<uint8_t> zero(nout * out_es);
+        mem.upload(S[0].out, zero.data(), zero.size());
+    }
     check(gdn_chunked_recurrence(&caps, &p, &t, ws, ws_bytes, nullptr), "gdn_chunked_recurrence");
     mem.sync();
+    if (o.hash) {
+        std::vector<uint8_t> out_b(nout * out_es), st_b(nstate * 4);
+        mem.download(out_b.data(), S[0].out, out_b.size());
+        mem.download(st_b.data(), d_state, st_b.size());
+        row.hash_out = fnv1a(out_b.data(), out_b.size());
+        row.hash_state = fnv1a(st_b.data(), st_b.size());
+    }
     if (o.check_heads > 0) {
         std::vector<uint8_t> out_b(nout * out_es);
         std::vector<float> st_f(nstate);
@@ -772,6 +797,11 @@ int main(int argc, char** argv) {
         std::printf("%-7s %7lld %5d %-11s %-9s %-17s %12.4f %10.1f %11.2e %11.2e\n", r.case_name.c_str(),
                     (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
                     r.path.substr(0, 17).c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+    if (o.hash)
+        for (const Row& r : rows)
+            std::printf("hash %s T=%lld seqs=%d %s %s %s: out %016llx state %016llx\n", r.case_name.c_str(),
+                        (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(), r.dtype.c_str(),
+                        (unsigned long long)r.hash_out, (unsigned long long)r.hash_state);
     for (const Row& r : rows)  // a path that could not run: its whole reason
         if (r.path.rfind("n/a", 0) == 0)
             std::printf("T=%lld %s %s: %s\n", (long long)r.tokens, r.algo.c_str(), r.precision.c_str(),
