@@ -799,9 +799,10 @@ int main(int argc, char** argv) {
                     r.path.substr(0, 17).c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
     if (o.hash)
         for (const Row& r : rows)
-            std::printf("hash %s T=%lld seqs=%d %s %s %s: out %016llx state %016llx\n", r.case_name.c_str(),
-                        (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(), r.dtype.c_str(),
-                        (unsigned long long)r.hash_out, (unsigned long long)r.hash_state);
+            if (r.path.rfind("n/a", 0) != 0)  // (a row that could not run has no hash)
+                std::printf("hash %s T=%lld seqs=%d %s %s %s: out %016llx state %016llx\n", r.case_name.c_str(),
+                            (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(), r.dtype.c_str(),
+                            (unsigned long long)r.hash_out, (unsigned long long)r.hash_state);
     for (const Row& r : rows)  // a path that could not run: its whole reason
         if (r.path.rfind("n/a", 0) == 0)
             std::printf("T=%lld %s %s: %s\n", (long long)r.tokens, r.algo.c_str(), r.precision.c_str(),
