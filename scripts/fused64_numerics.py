@@ -39,7 +39,10 @@ metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the resu
 (--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
 probe's forms by default: 1, 1, 1, 2, 2, 1). `--solve tf32` forms T as the kernel's instances
 without the q/k L2 norm do (perf-notes v54: the FP32 diagonal blocks merged by TF32 products);
-`exact` (the default) as an FP32 inverse, which the NORM instances' split products approach.
+`exact` (the default) as an FP32 inverse, which the NORM instances' split products approach;
+`fp16dbl` as FlashInfer's sm90 prep does (8 x 8 diagonal blocks in FP32, then doubling on FP16
+operands with FP16 rounding at each level; perf-notes v113), `bf16dbl` the same on BF16;
+`f16merge` / `bf16merge` as `tf32` with the merges' operands in FP16 / BF16 (T's blocks in FP32).
 `--scheme scan32` models the two-kernel register-state scan (C = 32) instead, its operands' terms
 from `--scan-terms` (the BF16X3 mode's by default; see SCAN_TERMS). `--fmt fp16u` takes every split
 operand's terms in FP16 (a value and unscaled FP16 remainders), `fp16` with each remainder scaled
@@ -168,14 +171,15 @@ OPERANDS = dict(tb="T diag(β)", p="P", s="Sᵀ in [Sᵀk | Sᵀq]", w="W = v �
                 d2="D2 in the state update")
 
 
-def solve_fused_tf32(A):
+def solve_fused_tf32(A, rnd_op=None):
     """(I + A)^-1 as the fused kernel's prep forms it with `--solve tf32` (perf-notes v54): the
     16 x 16 diagonal inverses in FP32, level 2 T_ba = −T_bb (A_ba T_aa) for (a, b) = (0, 1),
     (2, 3), level 3 T_10 = −T_1 (A_10 T_0) on the 32 x 32 halves, every product's operands
     rounded to TF32 (cvt.rna), FP32 sums."""
     n = A.shape[0]
     A = np.pad(A, (0, C - n))
-    dot = lambda a, b: mm(tf32_rna(a), tf32_rna(b))
+    r = rnd_op or tf32_rna
+    dot = lambda a, b: mm(r(a), r(b))
     T = np.zeros((C, C), dtype=np.float32)
     for i in range(4):
         s = slice(16 * i, 16 * i + 16)
@@ -185,6 +189,30 @@ def solve_fused_tf32(A):
         T[sb, sa] = -dot(T[sb, sb], dot(A[sb, sa], T[sa, sa]))
     h0, h1 = slice(0, 32), slice(32, 64)
     T[h1, h0] = -dot(T[h1, h1], dot(A[h1, h0], T[h0, h0]))
+    return T[:n, :n]
+
+
+def solve_fp16_doubling(A, fmt=None):
+    """(I + A)^-1 as FlashInfer's sm90 prep forms it (perf-notes v65, v113): the 8 x 8 diagonal
+    inverses in FP32 (forward substitution), then doubling 8 -> 16 -> 32 -> 64, each level's
+    off-diagonal block T_ba = −T_bb (A_ba T_aa) on FP16 operands (the inner product rounded to
+    FP16 as the outer one's operand), FP32 sums, every block of T rounded to FP16 as stored for
+    the next level."""
+    n = A.shape[0]
+    A = np.pad(A, (0, C - n))
+    rf = bf16 if fmt == "bf16" else fp16
+    h = lambda x: rf(x) if ROUND else np.asarray(x, dtype=np.float32)
+    dot = lambda a, b: mm(h(a), h(b))
+    T = np.zeros((C, C), dtype=np.float32)
+    for i in range(C // 8):
+        s = slice(8 * i, 8 * i + 8)
+        T[s, s] = h(f32(np.linalg.inv(np.eye(8) + A[s, s].astype(np.float64))))
+    w = 8
+    while w < C:
+        for a0 in range(0, C, 2 * w):
+            sa, sb = slice(a0, a0 + w), slice(a0 + w, a0 + 2 * w)
+            T[sb, sa] = h(-dot(T[sb, sb], dot(A[sb, sa], T[sa, sa])))
+        w *= 2
     return T[:n, :n]
 
 
@@ -211,6 +239,13 @@ def fused(q, k, v, g, b, s0, scale, terms):
         A = np.where(low, bc[:, None] * ed * kk, 0.0).astype(np.float32)
         if SOLVE == "tf32":
             T = solve_fused_tf32(A)
+        elif SOLVE in ("f16merge", "bf16merge"):
+            # The kernel's merges (solve_fused_tf32) on 16-bit operands of mma.sync m16n8k16.
+            T = solve_fused_tf32(A, (lambda x: fp16(x)) if SOLVE == "f16merge" else bf16) if ROUND else solve_fused_tf32(A)
+        elif SOLVE == "fp16dbl":
+            T = solve_fp16_doubling(A)
+        elif SOLVE == "bf16dbl":
+            T = solve_fp16_doubling(A, "bf16")
         else:
             T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
         TB = T * bc[None, :]
@@ -401,8 +436,9 @@ def main():
                     help="fused: the split operands' terms in BF16 or in FP16 (scaled remainders)")
     ap.add_argument("--pairs", default="all", choices=["all", "tri"],
                     help="fused: every term pair of a split product, or i + j <= max(terms) - 1")
-    ap.add_argument("--solve", default="exact", choices=["exact", "tf32"],
-                    help="fused: T = (I + A)^-1 in FP32 (the split products) or by TF32 block merges")
+    ap.add_argument("--solve", default="exact", choices=["exact", "tf32", "f16merge", "bf16merge", "fp16dbl", "bf16dbl"],
+                    help="fused: T = (I + A)^-1 in FP32 (the split products), by TF32 block merges, "
+                         "or by FlashInfer's FP16 doubling from 8 x 8 blocks (bf16dbl: on BF16 operands)")
     a = ap.parse_args()
     global ROUND, SOLVE, FMT, PAIRS, IN_F32
     SOLVE, FMT, PAIRS, IN_F32 = a.solve, a.fmt, a.pairs, a.inputs == "f32"
