@@ -33,7 +33,8 @@ metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the resu
 
     scripts/fused64_numerics.py [--scheme fused|fla|scan32] [--T 1000] [--heads 4] [--regime NAME|all]
                                 [--spread 0.35] [--seed N] [--exact 0|1] [--tf32 0|1]
-                                [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N] [--solve exact|tf32]
+                                [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
+                                [--solve exact|tf32|f16merge|bf16merge|fp16dbl|bf16dbl]
                                 [--fmt bf16|fp16|fp16u] [--pairs all|tri] [--inputs bf16|f32]
                                 [--scan-terms tb,v,w,s,p,d,d2,kq]
 (--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
@@ -437,8 +438,9 @@ def main():
     ap.add_argument("--pairs", default="all", choices=["all", "tri"],
                     help="fused: every term pair of a split product, or i + j <= max(terms) - 1")
     ap.add_argument("--solve", default="exact", choices=["exact", "tf32", "f16merge", "bf16merge", "fp16dbl", "bf16dbl"],
-                    help="fused: T = (I + A)^-1 in FP32 (the split products), by TF32 block merges, "
-                         "or by FlashInfer's FP16 doubling from 8 x 8 blocks (bf16dbl: on BF16 operands)")
+                    help="fused: T = (I + A)^-1 in FP32 (the split products), by TF32 block merges "
+                         "(f16merge / bf16merge: the merges on FP16 / BF16 operands), or by FlashInfer's "
+                         "FP16 doubling from 8 x 8 blocks (bf16dbl: on BF16 operands)")
     a = ap.parse_args()
     global ROUND, SOLVE, FMT, PAIRS, IN_F32
     SOLVE, FMT, PAIRS, IN_F32 = a.solve, a.fmt, a.pairs, a.inputs == "f32"
