@@ -38,9 +38,9 @@ metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the resu
                                 [--fmt bf16|fp16|fp16u] [--pairs all|tri] [--inputs bf16|f32]
                                 [--scan-terms tb,v,w,s,p,d,d2,kq]
 (--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
-probe's forms by default: 1, 1, 1, 2, 2, 1). `--solve tf32` forms T as the kernel's instances
-without the q/k L2 norm do (perf-notes v54: the FP32 diagonal blocks merged by TF32 products);
-`exact` (the default) as an FP32 inverse, which the NORM instances' split products approach;
+probe's forms by default: 1, 1, 1, 2, 2, 1). `--solve tf32` forms T as the kernel does (perf-notes
+v54: the FP32 diagonal blocks merged by TF32 products; every instance since v96); `exact` (the
+default) as an FP32 inverse;
 `fp16dbl` as FlashInfer's sm90 prep does (8 x 8 diagonal blocks in FP32, then doubling on FP16
 operands with FP16 rounding at each level; perf-notes v113), `bf16dbl` the same on BF16;
 `f16merge` / `bf16merge` as `tf32` with the merges' operands in FP16 / BF16 (T's blocks in FP32).
@@ -172,14 +172,21 @@ OPERANDS = dict(tb="T diag(β)", p="P", s="Sᵀ in [Sᵀk | Sᵀq]", w="W = v �
                 d2="D2 in the state update")
 
 
-def solve_fused_tf32(A, rnd_op=None):
-    """(I + A)^-1 as the fused kernel's prep forms it with `--solve tf32` (perf-notes v54): the
-    16 x 16 diagonal inverses in FP32, level 2 T_ba = −T_bb (A_ba T_aa) for (a, b) = (0, 1),
-    (2, 3), level 3 T_10 = −T_1 (A_10 T_0) on the 32 x 32 halves, every product's operands
-    rounded to TF32 (cvt.rna), FP32 sums."""
+def operand(fmt):
+    """A product operand's rounding to fmt (tf32: cvt.rna; fp16, bf16: to nearest even), or
+    none under --exact 1."""
+    f = {"tf32": tf32_rna, "fp16": fp16, "bf16": bf16}[fmt]
+    return lambda x: f(x) if ROUND else np.asarray(x, dtype=np.float32)
+
+
+def solve_fused(A, fmt):
+    """(I + A)^-1 as the fused kernel's prep forms it (perf-notes v54, v113): the 16 x 16
+    diagonal inverses in FP32, level 2 T_ba = −T_bb (A_ba T_aa) for (a, b) = (0, 1), (2, 3),
+    level 3 T_10 = −T_1 (A_10 T_0) on the 32 x 32 halves, every product's operands rounded to
+    fmt (the library: TF32), FP32 sums."""
     n = A.shape[0]
     A = np.pad(A, (0, C - n))
-    r = rnd_op or tf32_rna
+    r = operand(fmt)
     dot = lambda a, b: mm(r(a), r(b))
     T = np.zeros((C, C), dtype=np.float32)
     for i in range(4):
@@ -193,16 +200,15 @@ def solve_fused_tf32(A, rnd_op=None):
     return T[:n, :n]
 
 
-def solve_fp16_doubling(A, fmt=None):
-    """(I + A)^-1 as FlashInfer's sm90 prep forms it (perf-notes v65, v113): the 8 x 8 diagonal
-    inverses in FP32 (forward substitution), then doubling 8 -> 16 -> 32 -> 64, each level's
-    off-diagonal block T_ba = −T_bb (A_ba T_aa) on FP16 operands (the inner product rounded to
-    FP16 as the outer one's operand), FP32 sums, every block of T rounded to FP16 as stored for
-    the next level."""
+def solve_doubling(A, fmt):
+    """(I + A)^-1 as FlashInfer's sm90 prep forms it (perf-notes v65, v113; fmt fp16): the 8 x 8
+    diagonal inverses in FP32 (forward substitution), then doubling 8 -> 16 -> 32 -> 64, each
+    level's off-diagonal block T_ba = −T_bb (A_ba T_aa) on fmt operands (the inner product
+    rounded as the outer one's operand), FP32 sums, every block of T rounded to fmt as stored
+    for the next level."""
     n = A.shape[0]
     A = np.pad(A, (0, C - n))
-    rf = bf16 if fmt == "bf16" else fp16
-    h = lambda x: rf(x) if ROUND else np.asarray(x, dtype=np.float32)
+    h = operand(fmt)
     dot = lambda a, b: mm(h(a), h(b))
     T = np.zeros((C, C), dtype=np.float32)
     for i in range(C // 8):
@@ -217,6 +223,9 @@ def solve_fp16_doubling(A, fmt=None):
     return T[:n, :n]
 
 
+# --solve: T's form and its products' operands; `exact` (none of these) an FP32 inverse.
+SOLVES = dict(tf32=(solve_fused, "tf32"), f16merge=(solve_fused, "fp16"), bf16merge=(solve_fused, "bf16"),
+              fp16dbl=(solve_doubling, "fp16"), bf16dbl=(solve_doubling, "bf16"))
 SOLVE = "exact"
 
 
@@ -238,15 +247,9 @@ def fused(q, k, v, g, b, s0, scale, terms):
         low = np.tril(np.ones((L, L), dtype=bool), -1)
         ed = np.exp(np.where(low | np.eye(L, dtype=bool), dg, -np.inf)).astype(np.float32)
         A = np.where(low, bc[:, None] * ed * kk, 0.0).astype(np.float32)
-        if SOLVE == "tf32":
-            T = solve_fused_tf32(A)
-        elif SOLVE in ("f16merge", "bf16merge"):
-            # The kernel's merges (solve_fused_tf32) on 16-bit operands of mma.sync m16n8k16.
-            T = solve_fused_tf32(A, (lambda x: fp16(x)) if SOLVE == "f16merge" else bf16) if ROUND else solve_fused_tf32(A)
-        elif SOLVE == "fp16dbl":
-            T = solve_fp16_doubling(A)
-        elif SOLVE == "bf16dbl":
-            T = solve_fp16_doubling(A, "bf16")
+        if SOLVE in SOLVES:
+            solve, fmt = SOLVES[SOLVE]
+            T = solve(A, fmt)
         else:
             T = f32(np.linalg.inv(np.eye(L) + A.astype(np.float64)))
         TB = T * bc[None, :]
@@ -437,7 +440,7 @@ def main():
                     help="fused: the split operands' terms in BF16 or in FP16 (scaled remainders)")
     ap.add_argument("--pairs", default="all", choices=["all", "tri"],
                     help="fused: every term pair of a split product, or i + j <= max(terms) - 1")
-    ap.add_argument("--solve", default="exact", choices=["exact", "tf32", "f16merge", "bf16merge", "fp16dbl", "bf16dbl"],
+    ap.add_argument("--solve", default="exact", choices=["exact", *SOLVES],
                     help="fused: T = (I + A)^-1 in FP32 (the split products), by TF32 block merges "
                          "(f16merge / bf16merge: the merges on FP16 / BF16 operands), or by FlashInfer's "
                          "FP16 doubling from 8 x 8 blocks (bf16dbl: on BF16 operands)")
