@@ -165,6 +165,7 @@ struct Spec {
     double state_sigma = 0.5;             // initial state ~ N(0, σ²)
     double v_sigma = 1.0;                 // v ~ N(0, v_sigma²)
     bool unit_keys = true;                // k rows of unit length (when not L2-normalised by the flag)
+    double key_log10_spread = 0.0;        // > 0: each k row (as above) times 10^U(−spread, spread)
     bool nan_in_padding = false;          // a padding sequence's rows (slot < 0) of q/k/v/g/β: NaN
 };
 
@@ -303,6 +304,10 @@ public:
                 }
                 if (!l2 && s.unit_keys)
                     for (int32_t i = 0; i < s.k; ++i) row[size_t(i)] /= std::sqrt(n2);
+                if (s.key_log10_spread > 0.0) {  // (no draw otherwise: other specs keep their data)
+                    const double f = std::pow(10.0, rng.uniform(-s.key_log10_spread, s.key_log10_spread));
+                    for (int32_t i = 0; i < s.k; ++i) row[size_t(i)] *= f;
+                }
                 put(k, k_l, t, h, row);
             }
             for (int32_t h = 0; h < s.hv; ++h) {

@@ -70,6 +70,14 @@
 #ifndef GDN_FUSED64_REG_PREP
 #define GDN_FUSED64_REG_PREP 136
 #endif
+// The solve's merges (level 2, Z, level 3 of T's blocks) on FP16 operands in the instances
+// with the q/k L2 norm (1, the default), in every instance (2, the experiment of perf-notes
+// v113), or on TF32 everywhere (0). The norm bounds A's entries by β (|k̂_t·k̂_i| <= 1), so
+// T's stay in FP16's range; with the caller's keys T_ti scales by |k_i| / |k_t|, which
+// nothing bounds, and those instances keep TF32's (FP32's) range (perf-notes v114).
+#ifndef GDN_FUSED64_F16_SOLVE
+#define GDN_FUSED64_F16_SOLVE 1
+#endif
 
 namespace gdn::cuda::fused64 {
 // The probe's build (GDN_FUSED64_PROFILE) gets its own symbols: its kernels
@@ -344,6 +352,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     };
     // P CTAs a cluster (2, or 4 with quad), rank r the columns 64 (r % 2).. of head h.
     constexpr uint32_t P = QUAD ? 4u : 2u;
+    constexpr bool F16S = GDN_FUSED64_F16_SOLVE == 2 || (GDN_FUSED64_F16_SOLVE == 1 && NORM);
     const uint32_t rank = blockIdx.x & (P - 1);
     const int h = int(blockIdx.x >> (QUAD ? 2 : 1)), c0 = int(rank & 1) * NC, n = blockIdx.y;
     const int kh = a.grouped ? h / a.G : h % a.Hk;
@@ -606,24 +615,43 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         // until their qf left the q·kᵀ wgmma's wait: with TF32 they lost 6% at 32K then, run
         // 180, and gained with qf on mma.sync, run 271, perf-notes v96.)
         // x's operands in k-step order.
+        // F16S (GDN_FUSED64_F16_SOLVE, perf-notes v113, v114): FP16 operands instead, one m16n8k16
+        // product per tile, whose A layout is x's C layout (a[0] only) and whose B registers are
+        // the k pairs (2 tq, 2 tq + 1) and (2 tq + 8, 2 tq + 9) (b[s][0] only): half the mma and
+        // the operand registers; T's blocks stay FP32 in As.
         auto a_of = [&](const float(&x)[2][4], uint32_t(&a)[2][4]) {
+            if constexpr (F16S) {
+                a[0][0] = mma::pack2<ScanMode::kFp16>(x[0][0], x[0][1]);
+                a[0][1] = mma::pack2<ScanMode::kFp16>(x[0][2], x[0][3]);
+                a[0][2] = mma::pack2<ScanMode::kFp16>(x[1][0], x[1][1]);
+                a[0][3] = mma::pack2<ScanMode::kFp16>(x[1][2], x[1][3]);
+            } else {
 #pragma unroll
-            for (int s = 0; s < 2; ++s) {
-                a[s][0] = mma::to_tf32(x[s][0]), a[s][1] = mma::to_tf32(x[s][2]);
-                a[s][2] = mma::to_tf32(x[s][1]), a[s][3] = mma::to_tf32(x[s][3]);
+                for (int s = 0; s < 2; ++s) {
+                    a[s][0] = mma::to_tf32(x[s][0]), a[s][1] = mma::to_tf32(x[s][2]);
+                    a[s][2] = mma::to_tf32(x[s][1]), a[s][3] = mma::to_tf32(x[s][3]);
+                }
             }
         };
         // acc (one m16n8 tile) += x · B from x's operands a (a_of) and one tile's b.
         auto mma_a = [&](float(&acc)[4], const uint32_t(&a)[2][4], const uint32_t(&b)[2][2]) {
+            if constexpr (F16S) {
+                const uint32_t bh[2] = {b[0][0], b[1][0]};
+                mma::mma16<ScanMode::kFp16>(acc, a[0], bh);
+            } else {
 #pragma unroll
-            for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
+                for (int s = 0; s < 2; ++s) mma::mma_tf32(acc, a[s][0], a[s][1], a[s][2], a[s][3], b[s][0], b[s][1]);
+            }
         };
         // One 8-column tile n2 of B, and acc (one m16n8 tile) += x · B.
         auto b_of1 = [&](const float* rows, int ld, float sign, int n2, uint32_t(&b)[2][2]) {
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
                 const float2 v = *reinterpret_cast<const float2*>(rows + (8 * n2 + g) * ld + 8 * s + 2 * tq);
-                b[s][0] = mma::to_tf32(sign * v.x), b[s][1] = mma::to_tf32(sign * v.y);
+                if constexpr (F16S)
+                    b[s][0] = mma::pack2<ScanMode::kFp16>(sign * v.x, sign * v.y);
+                else
+                    b[s][0] = mma::to_tf32(sign * v.x), b[s][1] = mma::to_tf32(sign * v.y);
             }
         };
         auto mma_t1 = [&](float(&acc)[4], const float(&x)[2][4], const uint32_t(&b)[2][2]) {
@@ -680,7 +708,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         //  - warpgroup 0 forms k·kᵀ, A and T's diagonal blocks while warpgroup 1 forms q·kᵀ
         //    and P;
         //  - T = (I + A)^{-1} by blocks, transposed (U = Tᵀ, the C layout rows c, columns t,
-        //    products on TF32, mma_t):
+        //    products on TF32, or FP16 where F16S, mma_t):
         //    level 2: U_ab = −U_aa A_baᵀ U_bb for (a, b) = (0, 1), (2, 3), four warps (one per
         //    8-column half); meanwhile warpgroup 1 starts Z = U_0 A_10ᵀ (the 32 x 32 halves);
         //    level 3: U_01 (32 x 32) = −Z U_1, eight warps of one m16n8 tile each;

@@ -592,6 +592,62 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
         }
 }
 
+// With the q/k L2 norm the fused prep's solve merges T's blocks on FP16 operands
+// (GDN_FUSED64_F16_SOLVE, perf-notes v114), which is safe because the norm bounds A's
+// entries by β: kf_t kf_i k_t·k_i is a cosine whatever the keys' lengths. Keys whose
+// lengths span 10^-3 ... 10^3 times the usual (~0.03 to ~3e4) token by token, so that
+// neighbours in a chunk differ by up to 10^6, with the f32 gates and with the input
+// transforms (the NORM and NORM/GX instances), from a non-zero state, against FP64.
+TEST_CASE("fused BF16 path with the q/k L2 norm: keys of lengths 10^-3 to 10^3 times the usual match FP64",
+          "[cuda][parity][tc][fused]") {
+    const gdn_caps_t caps = cuda_caps();
+    if (!(caps.features & GDN_FEATURE_WGMMA)) {
+        std::printf("fused key lengths: skipped: %s has no fused path (no sm_90a code)\n", caps.arch);
+        return;
+    }
+    constexpr double kBound = 5e-3, kBoundState = 6e-3;  // as the fused parity sweep's
+    for (const bool transforms : {false, true}) {
+        Spec spec;
+        spec.seq_lens = {1000};
+        spec.hk = 1;
+        spec.hv = 3;
+        spec.k = spec.v = 128;
+        spec.input = GDN_DTYPE_BF16;
+        spec.flags = GDN_FLAG_QK_L2NORM;
+        spec.key_log10_spread = 3.0;
+        spec.seed = transforms ? 51 : 50;
+        if (transforms) {
+            spec.gate = GDN_DTYPE_BF16;
+            spec.flags |= GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
+        }
+        const char* const what = transforms ? "raw gate, beta logits, bf16 gates" : "f32 gates";
+        Problem p(spec);
+        DeviceProblem d(p);
+        IncrementalReference ref(p);
+        DeviceWorkspace ws;
+        size_for_tc_modes(ws, caps, p.problem);
+        {
+            gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
+            q.precision = GDN_PRECISION_BF16;
+            const gdn_tensors_t t = d.tensors();
+            gdn_path_info_t info;
+            gdn_path_info_init(&info);
+            REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
+            INFO(info.reason);
+            REQUIRE(info.chunk_size == 64);
+        }
+        Worst worst_out, worst_state;
+        for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
+            INFO("key lengths 10^U(-3, 3), l2norm, " << what << ", T = " << T);
+            check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
+        }
+        std::printf("fused key lengths 10^U(-3, 3), l2norm, %s: worst out %.3g (T %lld) state %.3g (T %lld), "
+                    "bounds %.0e / %.0e\n",
+                    what, worst_out.value, (long long)worst_out.at, worst_state.value, (long long)worst_state.at,
+                    kBound, kBoundState);
+    }
+}
+
 // The fused path writes 16-bit outputs as 8-byte stores of four columns after two
 // lane exchanges where the output allows (8-byte aligned, strides multiples of 4
 // elements), and one element a store otherwise (perf-notes v50): both must give the
