@@ -592,12 +592,14 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
         }
 }
 
-// With the q/k L2 norm the fused prep's solve merges T's blocks on FP16 operands
-// (GDN_FUSED64_F16_SOLVE, perf-notes v114), which is safe because the norm bounds A's
-// entries by β: kf_t kf_i k_t·k_i is a cosine whatever the keys' lengths. Keys whose
-// lengths span 10^-3 ... 10^3 times the usual (~0.03 to ~3e4) token by token, so that
-// neighbours in a chunk differ by up to 10^6, with the f32 gates and with the input
-// transforms (the NORM and NORM/GX instances), from a non-zero state, against FP64.
+// With the q/k L2 norm the fused prep's A is kf_t kf_i k_t·k_i (times β_t and the decay): a
+// cosine whatever the keys' lengths, which is what lets the solve merge T's blocks on FP16
+// operands under the norm (GDN_FUSED64_F16_SOLVE=1, off by default: perf-notes v114; this
+// case passed on that build in docs/cuda.md run 304). Keys whose lengths span 10^-3 ...
+// 10^3 times the usual (~0.03 to ~3e4) token by token, so that neighbours in a chunk
+// differ by up to 10^6: kf from k·kᵀ's diagonal and A over that range, with the f32 gates
+// and with the input transforms (the NORM and NORM/GX instances), from a non-zero state,
+// against FP64.
 TEST_CASE("fused BF16 path with the q/k L2 norm: keys of lengths 10^-3 to 10^3 times the usual match FP64",
           "[cuda][parity][tc][fused]") {
     const gdn_caps_t caps = cuda_caps();
