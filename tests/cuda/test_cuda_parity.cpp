@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
+#include <string>
 
 #include "cuda_support.hpp"
 
@@ -295,6 +297,42 @@ void size_for_tc_modes(DeviceWorkspace& ws, const gdn_caps_t& caps, const gdn_pr
     }
     ws.buf.resize(most);
 }
+
+// What the dispatch picks for d's problem as a chunked BF16 call (its reason in INFO).
+gdn_path_info_t bf16_chunked_path(DeviceProblem& d, const gdn_caps_t& caps) {
+    gdn_problem_t q = with_algorithm(d.host.problem, GDN_ALGO_CHUNKED);
+    q.precision = GDN_PRECISION_BF16;
+    const gdn_tensors_t t = d.tensors();
+    gdn_path_info_t info;
+    gdn_path_info_init(&info);
+    REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
+    return info;
+}
+
+// spec's one sequence through the fused BF16 path (which the dispatch must pick) at the
+// prefixes 17, 63, 64, 130 and 1000 tokens, each against FP64 within the fused parity
+// sweep's bounds; the worst printed after `what`.
+void check_fused_prefixes(const gdn_caps_t& caps, const Spec& spec, const std::string& what) {
+    constexpr double kBound = 5e-3, kBoundState = 6e-3;  // as the fused parity sweep's
+    Problem p(spec);
+    DeviceProblem d(p);
+    IncrementalReference ref(p);
+    DeviceWorkspace ws;
+    size_for_tc_modes(ws, caps, p.problem);
+    {
+        const gdn_path_info_t info = bf16_chunked_path(d, caps);
+        INFO(info.reason);
+        REQUIRE(info.chunk_size == 64);
+    }
+    Worst worst_out, worst_state;
+    for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
+        INFO(what << ", T = " << T);
+        check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
+    }
+    std::printf("%s: worst out %.3g (T %lld) state %.3g (T %lld), bounds %.0e / %.0e\n", what.c_str(),
+                worst_out.value, (long long)worst_out.at, worst_state.value, (long long)worst_state.at, kBound,
+                kBoundState);
+}
 }  // namespace
 
 TEST_CASE("tensor-core chunked path matches FP64 at T = 1..4099 in every precision",
@@ -511,12 +549,7 @@ TEST_CASE("fused BF16 path matches FP64 at T = 1..4099, every remainder mod 64",
         DeviceWorkspace ws;
         size_for_tc_modes(ws, caps, p.problem);
         {
-            gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
-            q.precision = GDN_PRECISION_BF16;
-            const gdn_tensors_t t = d.tensors();
-            gdn_path_info_t info;
-            gdn_path_info_init(&info);
-            REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
+            const gdn_path_info_t info = bf16_chunked_path(d, caps);
             INFO(info.reason);
             if (!(caps.features & GDN_FEATURE_WGMMA)) {
                 // No fused path here: the dispatch must say C = 32 (the parity
@@ -563,7 +596,6 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
         std::printf("fused strong decays: skipped: %s has no fused path (no sm_90a code)\n", caps.arch);
         return;
     }
-    constexpr double kBound = 5e-3, kBoundState = 6e-3;  // as the fused parity sweep's
     for (const double g_lo : {-4.0, -12.0})
         for (const bool norm : {false, true}) {
             Spec spec;
@@ -575,20 +607,9 @@ TEST_CASE("fused BF16 path with strong decays (flushed to zero inside a chunk) m
             spec.g_lo = g_lo;
             spec.seed = norm ? 46 : 45;
             if (norm) spec.flags = GDN_FLAG_QK_L2NORM;
-            Problem p(spec);
-            DeviceProblem d(p);
-            IncrementalReference ref(p);
-            DeviceWorkspace ws;
-            size_for_tc_modes(ws, caps, p.problem);
-            Worst worst_out, worst_state;
-            for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
-                INFO("g ~ U(" << g_lo << ", -0.01), " << (norm ? "l2norm" : "no norm") << ", T = " << T);
-                check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
-            }
-            std::printf("fused strong decays, g ~ U(%g, -0.01), %s: worst out %.3g (T %lld) state %.3g (T %lld), "
-                        "bounds %.0e / %.0e\n",
-                        g_lo, norm ? "l2norm" : "no norm", worst_out.value, (long long)worst_out.at,
-                        worst_state.value, (long long)worst_state.at, kBound, kBoundState);
+            std::ostringstream what;
+            what << "fused strong decays, g ~ U(" << g_lo << ", -0.01), " << (norm ? "l2norm" : "no norm");
+            check_fused_prefixes(caps, spec, what.str());
         }
 }
 
@@ -607,7 +628,6 @@ TEST_CASE("fused BF16 path with the q/k L2 norm: keys of lengths 10^-3 to 10^3 t
         std::printf("fused key lengths: skipped: %s has no fused path (no sm_90a code)\n", caps.arch);
         return;
     }
-    constexpr double kBound = 5e-3, kBoundState = 6e-3;  // as the fused parity sweep's
     for (const bool transforms : {false, true}) {
         Spec spec;
         spec.seq_lens = {1000};
@@ -622,31 +642,9 @@ TEST_CASE("fused BF16 path with the q/k L2 norm: keys of lengths 10^-3 to 10^3 t
             spec.gate = GDN_DTYPE_BF16;
             spec.flags |= GDN_FLAG_GATE_FROM_RAW | GDN_FLAG_BETA_FROM_LOGITS;
         }
-        const char* const what = transforms ? "raw gate, beta logits, bf16 gates" : "f32 gates";
-        Problem p(spec);
-        DeviceProblem d(p);
-        IncrementalReference ref(p);
-        DeviceWorkspace ws;
-        size_for_tc_modes(ws, caps, p.problem);
-        {
-            gdn_problem_t q = with_algorithm(p.problem, GDN_ALGO_CHUNKED);
-            q.precision = GDN_PRECISION_BF16;
-            const gdn_tensors_t t = d.tensors();
-            gdn_path_info_t info;
-            gdn_path_info_init(&info);
-            REQUIRE(gdn_select_path(&caps, &q, &t, &info) == GDN_SUCCESS);
-            INFO(info.reason);
-            REQUIRE(info.chunk_size == 64);
-        }
-        Worst worst_out, worst_state;
-        for (int64_t T : {int64_t(17), int64_t(63), int64_t(64), int64_t(130), int64_t(1000)}) {
-            INFO("key lengths 10^U(-3, 3), l2norm, " << what << ", T = " << T);
-            check_prefix(d, caps, ws, ref, T, kBound, kBoundState, worst_out, worst_state);
-        }
-        std::printf("fused key lengths 10^U(-3, 3), l2norm, %s: worst out %.3g (T %lld) state %.3g (T %lld), "
-                    "bounds %.0e / %.0e\n",
-                    what, worst_out.value, (long long)worst_out.at, worst_state.value, (long long)worst_state.at,
-                    kBound, kBoundState);
+        check_fused_prefixes(caps, spec,
+                             std::string("fused key lengths 10^U(-3, 3), l2norm, ") +
+                                 (transforms ? "raw gate, beta logits, bf16 gates" : "f32 gates"));
     }
 }
 
