@@ -82,9 +82,9 @@
 // default), on FP16 operands in the instances with the q/k L2 norm (1), or in every instance
 // (2, perf-notes v113). The norm bounds A's entries by β (|k̂_t·k̂_i| <= 1), so T's stay in
 // FP16's range; with the caller's keys T_ti scales by |k_i| / |k_t|, which nothing bounds, so
-// 2 is an experiment only. 1 passed every GPU test and is faster in most processes, but its
-// time varied from process to process (1.48-1.77 ms at 32K against TF32's steady 1.58-1.60,
-// H100): off until that is understood (perf-notes v114).
+// 2 is an experiment only. 1 passed the GPU tests (docs/cuda.md, runs 304-305) and is faster
+// in most processes, but its time varied from process to process (1.48-1.77 ms at 32K against
+// TF32's steady 1.58-1.60, H100): off until that is understood (perf-notes v114).
 #ifndef GDN_FUSED64_F16_SOLVE
 #define GDN_FUSED64_F16_SOLVE 0
 #endif
