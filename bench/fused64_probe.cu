@@ -17,8 +17,13 @@
 //  --reps, --check     launches per timing, the checks on (20, 1);
 //  --out f32|bf16|f16  the output dtype (the checks then compare the rounded outputs);
 //  --phases 1          the cycles per chunk of each warp's phases in CTA 0 (clock64);
-//  --trace 1           each chunk's event times in CTAs 0 and 1 and the mean time of each
+//  --trace n           n launches with the events on, each timed: the first one's chunk
+//                      event times in CTAs 0 and 1, and for every one the mean time of each
 //                      step on the path load -> prep -> chain;
+//  --norm 1            the q/k L2 norm (the library's NORM instances, with GX; the checks
+//                      against the FP64 reference with the norm too);
+//  --each n            after the timing, n launches timed one by one: the spread of their
+//                      times (min, deciles, max), which the batches' median hides;
 //  --balance 1         the kernel's BAL option: warpgroup 1 forms Pᵀ = k·qᵀ (stored as P by
 //                      stmatrix.trans), so that A's and Pᵀ's live tiles balance the four
 //                      schedulers; the exponentials without the denormal guard; T's
@@ -61,11 +66,12 @@
 namespace f64 = gdn::cuda::fused64;
 using Kernel = void (*)(f64::Args);
 
-template <bool BAL, bool PROF>
+template <bool BAL, bool PROF, bool NORM = false>
 static Kernel kernel_for(gdn_dtype_t out) {
-    return out == GDN_DTYPE_BF16  ? f64::fused64_kernel<BAL, PROF, GDN_DTYPE_BF16>
-           : out == GDN_DTYPE_F16 ? f64::fused64_kernel<BAL, PROF, GDN_DTYPE_F16>
-                                  : f64::fused64_kernel<BAL, PROF, GDN_DTYPE_F32>;
+    // NORM: the library's q/k L2-norm instances (always with GX, fused64.cu), marks compiled in.
+    return out == GDN_DTYPE_BF16  ? f64::fused64_kernel<BAL, PROF, GDN_DTYPE_BF16, NORM, NORM>
+           : out == GDN_DTYPE_F16 ? f64::fused64_kernel<BAL, PROF, GDN_DTYPE_F16, NORM, NORM>
+                                  : f64::fused64_kernel<BAL, PROF, GDN_DTYPE_F32, NORM, NORM>;
 }
 
 // ---------------------------------------------------------------- harness
@@ -99,7 +105,8 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i += 2) {
         const std::string name = argv[i];
         static const char* const known[] = {"--t", "--n", "--hk", "--hv", "--reps", "--check",
-                                            "--phases", "--trace", "--balance", "--out", "--marks"};
+                                            "--phases", "--trace", "--balance", "--out", "--marks",
+                                            "--norm", "--each"};
         static const char* const fixed[] = {"--pair", "--tma", "--split", "--rings"};
         static const char* const removed[] = {"--role", "--noload", "--cluster", "--tchain", "--two", "--early"};
         auto in = [&](const auto& list) {
@@ -137,7 +144,7 @@ int main(int argc, char** argv) {
     }
     const size_t osz = out_dt == GDN_DTYPE_F32 ? 4 : 2;
     const int Hk = iopt("--hk", 16), Hv = iopt("--hv", 48), N = iopt("--n", 1), T = iopt("--t", 4096);
-    const int reps = iopt("--reps", 20), check = iopt("--check", 1);
+    const int reps = iopt("--reps", 20), check = iopt("--check", 1), norm = iopt("--norm", 0);
     {
         int dev = 0;
         cudaDeviceProp prop;
@@ -204,6 +211,7 @@ int main(int argc, char** argv) {
     pr.head_mapping = GDN_HEADS_GROUPED, pr.state_layout = GDN_STATE_KV;
     pr.input_dtype = GDN_DTYPE_BF16, pr.gate_dtype = GDN_DTYPE_F32, pr.output_dtype = out_dt;
     pr.num_state_slots = N, pr.scale = scale;
+    if (norm) pr.flags |= GDN_FLAG_QK_L2NORM;
     gdn_tensors_t tn;
     gdn_tensors_init(&tn);
     tn.q = dq, tn.q_token_stride = int64_t(Hk) * D, tn.q_head_stride = D;
@@ -225,7 +233,7 @@ int main(int argc, char** argv) {
         std::printf("the tensor maps could not be encoded (cuTensorMapEncodeTiled)\n");
         return 1;
     }
-    if (a.gate_xform) {  // (the probe's instances are the plain-gate ones; its problem has f32 g and beta)
+    if (a.gate_xform && !norm) {  // (the plain instances take f32 g and β as stored; NORM's are GX)
         std::printf("the probe takes f32 g and beta without transforms\n");
         return 1;
     }
@@ -238,7 +246,11 @@ int main(int argc, char** argv) {
         return 1;
     }
     const bool prof = marks != 0;
-    const Kernel kern = bal ? (prof ? kernel_for<true, true>(out_dt) : kernel_for<true, false>(out_dt))
+    if (norm && (bal || !marks)) {
+        std::printf("--norm takes the library's instances: --balance 0 --marks 1\n");
+        return 1;
+    }
+    const Kernel kern = norm ? kernel_for<false, true, true>(out_dt) : bal ? (prof ? kernel_for<true, true>(out_dt) : kernel_for<true, false>(out_dt))
                             : (prof ? kernel_for<false, true>(out_dt) : kernel_for<false, false>(out_dt));
     a.phases = phases;
     const int smem = f64::kRSmem;
@@ -297,6 +309,7 @@ int main(int argc, char** argv) {
                 pr.num_k_heads = 1, pr.num_v_heads = 1, pr.head_dim_k = D, pr.head_dim_v = D;
                 pr.input_dtype = GDN_DTYPE_BF16, pr.gate_dtype = GDN_DTYPE_F32, pr.output_dtype = GDN_DTYPE_F32;
                 pr.num_state_slots = 1, pr.scale = scale;
+                if (norm) pr.flags |= GDN_FLAG_QK_L2NORM;
                 const int32_t cu1[2] = {0, len};
                 gdn_tensors_t tn;
                 gdn_tensors_init(&tn);
@@ -365,53 +378,67 @@ int main(int argc, char** argv) {
         }
     }
     if (trace) {
-        // One launch with the events on, after a warm one.
+        // --trace n: n launches with the events on, after a warm one, each timed by events; the
+        // first one's chunks printed, every one's means (a launch's time can differ from the
+        // next one's: perf-notes v115).
         CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
         launch();
-        a.trace = 1;
-        launch();
-        CK(cudaDeviceSynchronize());
-        a.trace = 0;
-        static long long tr[2][6][f64::kTraceChunks];
-        CK(cudaMemcpyFromSymbol(tr, f64::g_trace, sizeof tr));
-        int khz = 0;
-        CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-        const double us = 1e3 / khz;  // a cycle in µs (at the rated clock)
-        const int nch = std::min((T + 63) / 64, f64::kTraceChunks);
-        const int pairs = 2;
-        // The prep's events are the CTA's that prepared the chunk (PAIR: CTA j % 2).
-        auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
-        for (int c = 0; c < pairs; ++c) {
-            std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "
-                        "chain:pass released\n", c);
-            for (int j = std::max(0, nch / 2 - 6); j < std::min(nch, nch / 2 + 6); ++j) {
-                const bool own = prep_cta(j) == c;
-                std::printf("  %4d  %8.2f %8.2f  %8s %8s  %8.2f %8.2f\n", j, tr[c][0][j] * us, tr[c][1][j] * us,
-                            own ? std::to_string(tr[c][2][j] * us).substr(0, 8).c_str() : "-",
-                            own ? std::to_string(tr[c][3][j] * us).substr(0, 8).c_str() : "-", tr[c][4][j] * us,
-                            tr[c][5][j] * us);
+        cudaEvent_t t0, t1;
+        CK(cudaEventCreate(&t0));
+        CK(cudaEventCreate(&t1));
+        for (int tl = 0; tl < trace; ++tl) {
+            a.trace = 1;
+            CK(cudaEventRecord(t0));
+            launch();
+            CK(cudaEventRecord(t1));
+            CK(cudaEventSynchronize(t1));
+            a.trace = 0;
+            float launch_ms = 0;
+            CK(cudaEventElapsedTime(&launch_ms, t0, t1));
+            std::printf("traced launch %d: %.4f ms\n", tl, launch_ms);
+            static long long tr[2][6][f64::kTraceChunks];
+            CK(cudaMemcpyFromSymbol(tr, f64::g_trace, sizeof tr));
+            int khz = 0;
+            CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+            const double us = 1e3 / khz;  // a cycle in µs (at the rated clock)
+            const int nch = std::min((T + 63) / 64, f64::kTraceChunks);
+            const int pairs = 2;
+            // The prep's events are the CTA's that prepared the chunk (PAIR: CTA j % 2).
+            auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
+            for (int c = 0; c < pairs; ++c) {
+                if (tl == 0) {
+                std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "
+                            "chain:pass released\n", c);
+                for (int j = std::max(0, nch / 2 - 6); j < std::min(nch, nch / 2 + 6); ++j) {
+                    const bool own = prep_cta(j) == c;
+                    std::printf("  %4d  %8.2f %8.2f  %8s %8s  %8.2f %8.2f\n", j, tr[c][0][j] * us, tr[c][1][j] * us,
+                                own ? std::to_string(tr[c][2][j] * us).substr(0, 8).c_str() : "-",
+                                own ? std::to_string(tr[c][3][j] * us).substr(0, 8).c_str() : "-", tr[c][4][j] * us,
+                                tr[c][5][j] * us);
+                }
+                }
+                // Means over the middle chunks: where a chunk's time goes on the path
+                // chain(j − 3) released → load(j) → prep(j) → chain(j) (--rings: chain(j − 4)).
+                const int ring = 4;
+                double n = 0, wait_empty = 0, issue = 0, wait_loaded = 0, prep = 0, handoff = 0, gap = 0, work = 0;
+                for (int j = std::max(ring, nch / 8); j < nch - nch / 8; ++j) {
+                    if (prep_cta(j) != c) continue;
+                    n += 1;
+                    wait_empty += tr[c][0][j] - tr[c][5][j - ring];
+                    issue += tr[c][1][j] - tr[c][0][j];
+                    wait_loaded += tr[c][2][j] - tr[c][1][j];
+                    prep += tr[c][3][j] - tr[c][2][j];
+                    handoff += tr[c][4][j] - tr[c][3][j];
+                    gap += tr[c][4][j] - tr[c][5][j - 1];
+                    work += tr[c][5][j] - tr[c][4][j];
+                }
+                if (n > 0)
+                    std::printf("  means (µs, %d chunks): released(j-%d)->load pass %.2f, copies issued %.2f, "
+                                "issued->prep start %.2f, prep %.2f, prep end->chain pass %.2f; chain: wait %.2f, "
+                                "work %.2f\n",
+                                int(n), ring, wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
+                                handoff / n * us, gap / n * us, work / n * us);
             }
-            // Means over the middle chunks: where a chunk's time goes on the path
-            // chain(j − 3) released → load(j) → prep(j) → chain(j) (--rings: chain(j − 4)).
-            const int ring = 4;
-            double n = 0, wait_empty = 0, issue = 0, wait_loaded = 0, prep = 0, handoff = 0, gap = 0, work = 0;
-            for (int j = std::max(ring, nch / 8); j < nch - nch / 8; ++j) {
-                if (prep_cta(j) != c) continue;
-                n += 1;
-                wait_empty += tr[c][0][j] - tr[c][5][j - ring];
-                issue += tr[c][1][j] - tr[c][0][j];
-                wait_loaded += tr[c][2][j] - tr[c][1][j];
-                prep += tr[c][3][j] - tr[c][2][j];
-                handoff += tr[c][4][j] - tr[c][3][j];
-                gap += tr[c][4][j] - tr[c][5][j - 1];
-                work += tr[c][5][j] - tr[c][4][j];
-            }
-            if (n > 0)
-                std::printf("  means (µs, %d chunks): released(j-%d)->load pass %.2f, copies issued %.2f, "
-                            "issued->prep start %.2f, prep %.2f, prep end->chain pass %.2f; chain: wait %.2f, "
-                            "work %.2f\n",
-                            int(n), ring, wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
-                            handoff / n * us, gap / n * us, work / n * us);
         }
     }
 #ifdef GDN_PROBE_HANG_REPORT
@@ -443,5 +470,25 @@ int main(int argc, char** argv) {
     CK(cudaGetLastError());
     std::sort(ms.begin(), ms.end());
     std::printf("time per launch: median %.4f ms (min %.4f, max %.4f)\n", ms[2], ms[0], ms[4]);
+    if (const int each = iopt("--each", 0); each > 0) {
+        // --each n: n launches timed one by one (events around each), their spread, which the
+        // batches' median above hides (perf-notes v115).
+        std::vector<float> one;
+        for (int i = 0; i < each; ++i) {
+            CK(cudaEventRecord(e0));
+            launch();
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            one.push_back(t);
+        }
+        std::sort(one.begin(), one.end());
+        auto at = [&](double f) { return one[std::min(one.size() - 1, size_t(f * double(one.size())))]; };
+        const auto slow = std::count_if(one.begin(), one.end(), [&](float t) { return t > 1.1f * one[0]; });
+        std::printf("each of %d launches (ms): min %.4f p10 %.4f p25 %.4f median %.4f p75 %.4f p90 %.4f max %.4f; "
+                    "%d over 1.1 x min\n", each, one[0], at(0.1), at(0.25), at(0.5), at(0.75), at(0.9), one.back(),
+                    int(slow));
+    }
     return 0;
 }
