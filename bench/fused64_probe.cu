@@ -17,6 +17,9 @@
 //  --reps, --check     launches per timing, the checks on (20, 1);
 //  --out f32|bf16|f16  the output dtype (the checks then compare the rounded outputs);
 //  --phases 1          the cycles per chunk of each warp's phases in CTA 0 (clock64);
+//  --phases n (n > 1)  also n launches one by one with the marks on, each timed, and CTA 0's
+//                      phases for warps 0, 4 and 8 per launch (built with
+//                      -DGDN_FUSED64_CHAIN_MARKS: the chain's work split at its wgmma waits);
 //  --trace n           n launches with the events on, each timed: the first one's chunk
 //                      event times in CTAs 0 and 1, and for every one the mean time of each
 //                      step on the path load -> prep -> chain;
@@ -439,6 +442,38 @@ int main(int argc, char** argv) {
                                 int(n), ring, wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
                                 handoff / n * us, gap / n * us, work / n * us);
             }
+        }
+    }
+    if (phases > 1) {
+        // --phases n (n >= 2): n launches with the marks on, one by one, each timed; CTA 0's
+        // cycles by phase for the state warp 0 (per chunk) and the prep warps 4 and 8 (per
+        // chunk this CTA prepares). Built with GDN_FUSED64_CHAIN_MARKS, the chain's work is
+        // split at its three wgmma waits (perf-notes v115); without, those columns stay 0.
+        cudaEvent_t p0, p1;
+        CK(cudaEventCreate(&p0));
+        CK(cudaEventCreate(&p1));
+        const int nch = (T + 63) / 64, own = (nch + 1) / 2;
+        for (int pl = 0; pl < phases; ++pl) {
+            static unsigned long long dbg[12][16];
+            std::memset(dbg, 0, sizeof dbg);
+            CK(cudaMemcpyToSymbol(f64::g_dbg, dbg, sizeof dbg));
+            a.phases = 1;
+            CK(cudaEventRecord(p0));
+            launch();
+            CK(cudaEventRecord(p1));
+            CK(cudaEventSynchronize(p1));
+            a.phases = 0;
+            float pms = 0;
+            CK(cudaEventElapsedTime(&pms, p0, p1));
+            CK(cudaMemcpyFromSymbol(dbg, f64::g_dbg, sizeof dbg));
+            auto c = [&](int w, int ph, int per) { return double(dbg[w][ph]) / per; };
+            std::printf("phases launch %d: %.4f ms | chain (cycles/chunk): wait %.0f, S[k|q] %.0f, D %.0f, S+O %.0f, "
+                        "rest %.0f\n", pl, pms, c(0, 3, nch), c(0, 8, nch), c(0, 9, nch), c(0, 10, nch), c(0, 4, nch));
+            for (int w : {4, 8})
+                std::printf("  prep warp %d (cycles/own chunk): in %.0f, prod %.0f, A/P %.0f, Tdiag %.0f, L2+Z %.0f, Z %.0f, "
+                            "L3 %.0f, out_empty %.0f, stores %.0f, arrive %.0f\n", w, c(w, 0, own), c(w, 2, own),
+                            c(w, 11, own), c(w, 5, own), c(w, 6, own), c(w, 12, own), c(w, 13, own), c(w, 14, own),
+                            c(w, 7, own), c(w, 1, own));
         }
     }
 #ifdef GDN_PROBE_HANG_REPORT

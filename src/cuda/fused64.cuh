@@ -324,6 +324,14 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
 // TS: GDN_FLAG_BLOCK_STATES (Args.token_states): the state after each chunk to the slot its
 // last token names. Its own instances: with a run-time branch instead, ptxas spilled 16-60
 // bytes more in every instance of the plain call (perf-notes v93).
+// The probe's build may split the chain's work at its three wgmma waits (marks 8, 9, 10;
+// bench/fused64_probe.cu built with GDN_FUSED64_CHAIN_MARKS, perf-notes v115); the library's
+// instances never have these marks (the macro expands to nothing).
+#if defined(GDN_FUSED64_PROFILE) && defined(GDN_FUSED64_CHAIN_MARKS)
+#define GDN_FUSED64_CHAIN_MARK(n) mark(n)
+#else
+#define GDN_FUSED64_CHAIN_MARK(n)
+#endif
 template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool TS = false,
           bool QUAD = false>
 __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__ Args a) {
@@ -1243,6 +1251,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             mma::wgmma_wait_all();
             mma::fence_operand(x);
         }
+        GDN_FUSED64_CHAIN_MARK(8);
         {
             // Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ: vᵀ from v's atom column (ldmatrix.trans
             // gives the C layout), A as value and remainder, B = T diag(β)'s atom column.
@@ -1295,6 +1304,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             mma::fence_operand(dlo);
             mma::fence_operand(dhi);
         }
+        GDN_FUSED64_CHAIN_MARK(9);
         uint32_t da[4][4], dl[4][4], d2[4][4];
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
@@ -1332,6 +1342,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         mma::wgmma_wait_all();
         mma::fence_operand(S);
         mma::fence_operand(y);
+        GDN_FUSED64_CHAIN_MARK(10);
         // The slots are read: the input slot (this CTA's) for chunk j + 4, the output slot
         // (o = j % 2) for chunk j + 2, whose preparing CTA waits on its out_empty[o] before it
         // writes the slot and copies into the peers' ones.
