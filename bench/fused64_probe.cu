@@ -253,8 +253,9 @@ int main(int argc, char** argv) {
         std::printf("--norm takes the library's instances: --balance 0 --marks 1\n");
         return 1;
     }
-    const Kernel kern = norm ? kernel_for<false, true, true>(out_dt) : bal ? (prof ? kernel_for<true, true>(out_dt) : kernel_for<true, false>(out_dt))
-                            : (prof ? kernel_for<false, true>(out_dt) : kernel_for<false, false>(out_dt));
+    const Kernel kern = norm  ? kernel_for<false, true, true>(out_dt)
+                        : bal ? (prof ? kernel_for<true, true>(out_dt) : kernel_for<true, false>(out_dt))
+                              : (prof ? kernel_for<false, true>(out_dt) : kernel_for<false, false>(out_dt));
     a.phases = phases;
     const int smem = f64::kRSmem;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -410,15 +411,15 @@ int main(int argc, char** argv) {
             auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
             for (int c = 0; c < pairs; ++c) {
                 if (tl == 0) {
-                std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "
-                            "chain:pass released\n", c);
-                for (int j = std::max(0, nch / 2 - 6); j < std::min(nch, nch / 2 + 6); ++j) {
-                    const bool own = prep_cta(j) == c;
-                    std::printf("  %4d  %8.2f %8.2f  %8s %8s  %8.2f %8.2f\n", j, tr[c][0][j] * us, tr[c][1][j] * us,
-                                own ? std::to_string(tr[c][2][j] * us).substr(0, 8).c_str() : "-",
-                                own ? std::to_string(tr[c][3][j] * us).substr(0, 8).c_str() : "-", tr[c][4][j] * us,
-                                tr[c][5][j] * us);
-                }
+                    std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "
+                                "chain:pass released\n", c);
+                    for (int j = std::max(0, nch / 2 - 6); j < std::min(nch, nch / 2 + 6); ++j) {
+                        const bool own = prep_cta(j) == c;
+                        std::printf("  %4d  %8.2f %8.2f  %8s %8s  %8.2f %8.2f\n", j, tr[c][0][j] * us, tr[c][1][j] * us,
+                                    own ? std::to_string(tr[c][2][j] * us).substr(0, 8).c_str() : "-",
+                                    own ? std::to_string(tr[c][3][j] * us).substr(0, 8).c_str() : "-", tr[c][4][j] * us,
+                                    tr[c][5][j] * us);
+                    }
                 }
                 // Means over the middle chunks: where a chunk's time goes on the path
                 // chain(j − 3) released → load(j) → prep(j) → chain(j) (--rings: chain(j − 4)).
@@ -443,6 +444,8 @@ int main(int argc, char** argv) {
                                 handoff / n * us, gap / n * us, work / n * us);
             }
         }
+        CK(cudaEventDestroy(t0));
+        CK(cudaEventDestroy(t1));
     }
     if (phases > 1) {
         // --phases n (n >= 2): n launches with the marks on, one by one, each timed; CTA 0's
@@ -475,6 +478,8 @@ int main(int argc, char** argv) {
                             c(w, 11, own), c(w, 5, own), c(w, 6, own), c(w, 12, own), c(w, 13, own), c(w, 14, own),
                             c(w, 7, own), c(w, 1, own));
         }
+        CK(cudaEventDestroy(p0));
+        CK(cudaEventDestroy(p1));
     }
 #ifdef GDN_PROBE_HANG_REPORT
     {
