@@ -400,7 +400,7 @@ int main(int argc, char** argv) {
             float launch_ms = 0;
             CK(cudaEventElapsedTime(&launch_ms, t0, t1));
             std::printf("traced launch %d: %.4f ms\n", tl, launch_ms);
-            static long long tr[2][6][f64::kTraceChunks];
+            static long long tr[2][f64::kTraceEvents][f64::kTraceChunks];
             CK(cudaMemcpyFromSymbol(tr, f64::g_trace, sizeof tr));
             int khz = 0;
             CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
@@ -442,6 +442,20 @@ int main(int argc, char** argv) {
                                 "work %.2f\n",
                                 int(n), ring, wait_empty / n * us, issue / n * us, wait_loaded / n * us, prep / n * us,
                                 handoff / n * us, gap / n * us, work / n * us);
+                if constexpr (f64::kTraceEvents > 6) {
+                    // GDN_FUSED64_CHAIN_MARKS: the chain's stages over every chunk of the window
+                    // (pass → S [k|q] → D → S + O and the release → the chunk's end).
+                    double m = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+                    for (int j = std::max(ring, nch / 8); j < nch - nch / 8; ++j, m += 1) {
+                        s1 += tr[c][6][j] - tr[c][4][j];
+                        s2 += tr[c][7][j] - tr[c][6][j];
+                        s3 += tr[c][5][j] - tr[c][7][j];
+                        s4 += tr[c][8][j] - tr[c][5][j];
+                    }
+                    if (m > 0)
+                        std::printf("  chain stages (µs, %d chunks): S[k|q] %.2f, D %.2f, S+O %.2f, rest %.2f\n", int(m),
+                                    s1 / m * us, s2 / m * us, s3 / m * us, s4 / m * us);
+                }
             }
         }
         CK(cudaEventDestroy(t0));

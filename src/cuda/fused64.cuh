@@ -184,7 +184,14 @@ __device__ unsigned long long g_dbg[12][16];
 // (its copies landed), 3 the bulk copy to the peer issued, 4 the state warps pass `out_full`
 // and `in_loaded`, 5 they release the slots.
 constexpr int kTraceChunks = 256;
-__device__ long long g_trace[2][6][kTraceChunks];
+// The probe's build with GDN_FUSED64_CHAIN_MARKS traces three more events of the chain (6 its
+// first wgmma stage done, 7 its second, 8 the chunk's end) and takes marks 8-10 (below).
+#if defined(GDN_FUSED64_PROFILE) && defined(GDN_FUSED64_CHAIN_MARKS)
+constexpr int kTraceEvents = 9;
+#else
+constexpr int kTraceEvents = 6;
+#endif
+__device__ long long g_trace[2][kTraceEvents][kTraceChunks];
 
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
@@ -324,13 +331,16 @@ __device__ __forceinline__ void store_out_elem(void* base, int64_t i, float x) {
 // TS: GDN_FLAG_BLOCK_STATES (Args.token_states): the state after each chunk to the slot its
 // last token names. Its own instances: with a run-time branch instead, ptxas spilled 16-60
 // bytes more in every instance of the plain call (perf-notes v93).
-// The probe's build may split the chain's work at its three wgmma waits (marks 8, 9, 10;
-// bench/fused64_probe.cu built with GDN_FUSED64_CHAIN_MARKS, perf-notes v115); the library's
-// instances never have these marks (the macro expands to nothing).
+// The probe's build may split the chain's work at its three wgmma waits (marks 8, 9, 10) and
+// trace its stages (events 6, 7, 8; bench/fused64_probe.cu built with GDN_FUSED64_CHAIN_MARKS,
+// perf-notes v115); the library's instances never have these (the macros expand to nothing).
 #if defined(GDN_FUSED64_PROFILE) && defined(GDN_FUSED64_CHAIN_MARKS)
 #define GDN_FUSED64_CHAIN_MARK(n) mark(n)
+#define GDN_FUSED64_CHAIN_EV(e, j) \
+    if (tid == 0) ev(e, j)
 #else
 #define GDN_FUSED64_CHAIN_MARK(n)
+#define GDN_FUSED64_CHAIN_EV(e, j)
 #endif
 template <bool BAL, bool PROF, gdn_dtype_t OUT, bool NORM = false, bool GX = false, bool TS = false,
           bool QUAD = false>
@@ -1252,6 +1262,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             mma::fence_operand(x);
         }
         GDN_FUSED64_CHAIN_MARK(8);
+        GDN_FUSED64_CHAIN_EV(6, j);
         {
             // Dᵀ = (vᵀ − e^γ ⊙ S0ᵀkᵀ) (T diag(β))ᵀ: vᵀ from v's atom column (ldmatrix.trans
             // gives the C layout), A as value and remainder, B = T diag(β)'s atom column.
@@ -1305,6 +1316,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
             mma::fence_operand(dhi);
         }
         GDN_FUSED64_CHAIN_MARK(9);
+        GDN_FUSED64_CHAIN_EV(7, j);
         uint32_t da[4][4], dl[4][4], d2[4][4];
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
@@ -1385,6 +1397,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
                     for (int e = 0; e < 4; ++e) dst[(8 * jj + (e & 1)) * ks + 8 * (e >> 1) * vs] = S[jj][e];
             }
         }
+        GDN_FUSED64_CHAIN_EV(8, j);
         mark(4);
     }
     if constexpr (!TS) {  // (TS: the own slot is only read; the last chunk kept its state)
