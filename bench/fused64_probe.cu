@@ -260,6 +260,19 @@ int main(int argc, char** argv) {
     const int smem = f64::kRSmem;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     auto launch = [&] { CK(f64::launch_args(kern, a, nullptr)); };
+    // One launch between two events, its time in ms (--trace n, --phases n, --each n).
+    cudaEvent_t le0, le1;
+    CK(cudaEventCreate(&le0));
+    CK(cudaEventCreate(&le1));
+    auto timed_launch = [&] {
+        CK(cudaEventRecord(le0));
+        launch();
+        CK(cudaEventRecord(le1));
+        CK(cudaEventSynchronize(le1));
+        float t = 0;
+        CK(cudaEventElapsedTime(&t, le0, le1));
+        return t;
+    };
     std::printf("fused64: Hk %d Hv %d, %d x %d tokens, smem %d B\n", Hk, Hv, N, T, smem);
 
     if (check) {
@@ -387,18 +400,10 @@ int main(int argc, char** argv) {
         // next one's: perf-notes v115).
         CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
         launch();
-        cudaEvent_t t0, t1;
-        CK(cudaEventCreate(&t0));
-        CK(cudaEventCreate(&t1));
         for (int tl = 0; tl < trace; ++tl) {
             a.trace = 1;
-            CK(cudaEventRecord(t0));
-            launch();
-            CK(cudaEventRecord(t1));
-            CK(cudaEventSynchronize(t1));
+            const float launch_ms = timed_launch();
             a.trace = 0;
-            float launch_ms = 0;
-            CK(cudaEventElapsedTime(&launch_ms, t0, t1));
             std::printf("traced launch %d: %.4f ms\n", tl, launch_ms);
             static long long tr[2][f64::kTraceEvents][f64::kTraceChunks];
             CK(cudaMemcpyFromSymbol(tr, f64::g_trace, sizeof tr));
@@ -458,30 +463,20 @@ int main(int argc, char** argv) {
                 }
             }
         }
-        CK(cudaEventDestroy(t0));
-        CK(cudaEventDestroy(t1));
     }
     if (phases > 1) {
         // --phases n (n >= 2): n launches with the marks on, one by one, each timed; CTA 0's
         // cycles by phase for the state warp 0 (per chunk) and the prep warps 4 and 8 (per
         // chunk this CTA prepares). Built with GDN_FUSED64_CHAIN_MARKS, the chain's work is
         // split at its three wgmma waits (perf-notes v115); without, those columns stay 0.
-        cudaEvent_t p0, p1;
-        CK(cudaEventCreate(&p0));
-        CK(cudaEventCreate(&p1));
         const int nch = (T + 63) / 64, own = (nch + 1) / 2;
         for (int pl = 0; pl < phases; ++pl) {
             static unsigned long long dbg[12][16];
             std::memset(dbg, 0, sizeof dbg);
             CK(cudaMemcpyToSymbol(f64::g_dbg, dbg, sizeof dbg));
             a.phases = 1;
-            CK(cudaEventRecord(p0));
-            launch();
-            CK(cudaEventRecord(p1));
-            CK(cudaEventSynchronize(p1));
+            const float pms = timed_launch();
             a.phases = 0;
-            float pms = 0;
-            CK(cudaEventElapsedTime(&pms, p0, p1));
             CK(cudaMemcpyFromSymbol(dbg, f64::g_dbg, sizeof dbg));
             auto c = [&](int w, int ph, int per) { return double(dbg[w][ph]) / per; };
             std::printf("phases launch %d: %.4f ms | chain (cycles/chunk): wait %.0f, S[k|q] %.0f, D %.0f, S+O %.0f, "
@@ -492,8 +487,6 @@ int main(int argc, char** argv) {
                             c(w, 11, own), c(w, 5, own), c(w, 6, own), c(w, 12, own), c(w, 13, own), c(w, 14, own),
                             c(w, 7, own), c(w, 1, own));
         }
-        CK(cudaEventDestroy(p0));
-        CK(cudaEventDestroy(p1));
     }
 #ifdef GDN_PROBE_HANG_REPORT
     {
@@ -528,15 +521,7 @@ int main(int argc, char** argv) {
         // --each n: n launches timed one by one (events around each), their spread, which the
         // batches' median above hides (perf-notes v115).
         std::vector<float> one;
-        for (int i = 0; i < each; ++i) {
-            CK(cudaEventRecord(e0));
-            launch();
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            one.push_back(t);
-        }
+        for (int i = 0; i < each; ++i) one.push_back(timed_launch());
         std::sort(one.begin(), one.end());
         auto at = [&](double f) { return one[std::min(one.size() - 1, size_t(f * double(one.size())))]; };
         const auto slow = std::count_if(one.begin(), one.end(), [&](float t) { return t > 1.1f * one[0]; });
