@@ -4,7 +4,8 @@
 // times gdn_chunked_recurrence (median of --reps after --warmup; CUDA events
 // on the GPU, wall clock on the CPU), the host time of one call, and the error
 // against the FP64 recurrence on a few value heads (max|diff|/max|ref| of the
-// output and the final state). Prints a table; --json / --csv write the rows.
+// output and the final state). Prints a table (each row's time the median of --reps timings, and
+// a spread line with their min and max); --json / --csv write the rows.
 // --precision takes a list (fp32,tf32x3,bf16,fp16,bf16x3,fp16x3): each chunked/auto
 // case runs once per precision, and the table names the path that ran
 // (gdn_select_path: chunked-fp32, chunked-tc, ...; with the precision it ran
@@ -86,7 +87,8 @@ struct Options {
                  "                  of a fused projection; not a multiple of 8: no fused BF16 path)]\n"
                  "                 [--precision fp32,tf32x3,bf16,fp16,bf16x3,fp16x3 (one or a list)]\n"
                  "                 [--algos sequential,chunked,auto]\n"
-                 "                 [--reps 5] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
+                 "                 [--reps 5 (the row's time is their median; a spread line gives\n"
+                 "                  their min and max)] [--warmup 1] [--check-heads 2 (0: no FP64 check)]\n"
                  "                 [--threads N (CPU)] [--json FILE] [--csv FILE]\n"
                  "                 [--workspace-x 1 (pass N times gdn_workspace_size(): CUDA takes\n"
                  "                  longer windows on long prompts with it, the same bits)]\n"
@@ -290,6 +292,10 @@ struct Row {
     int64_t tokens;
     int32_t seqs;
     double device_ms, host_us, err_out, err_state;
+    // The spread of the timed calls (--reps of them; --burst: of the bursts' per-call times):
+    // a median can hide a share of slower calls (docs/perf-notes.md v115).
+    double device_ms_min = NAN, device_ms_max = NAN;
+    int timed = 0;
     uint64_t hash_out = 0, hash_state = 0;  // --hash
 };
 
@@ -707,6 +713,9 @@ Row run_case(const Options& o, const gdn_caps_t& caps, int64_t T, int32_t seqs, 
     if (caps.backend == GDN_BACKEND_CUDA) { cudaEventDestroy(e0); cudaEventDestroy(e1); }
 #endif
     row.device_ms = median(dev_ms);
+    row.device_ms_min = *std::min_element(dev_ms.begin(), dev_ms.end());
+    row.device_ms_max = *std::max_element(dev_ms.begin(), dev_ms.end());
+    row.timed = int(dev_ms.size());
     row.host_us = median(host_us);
     if (ws) mem.free(ws);
     free_all();
@@ -797,6 +806,11 @@ int main(int argc, char** argv) {
         std::printf("%-7s %7lld %5d %-11s %-9s %-17s %12.4f %10.1f %11.2e %11.2e\n", r.case_name.c_str(),
                     (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
                     r.path.substr(0, 17).c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+    for (const Row& r : rows)  // the spread behind each median (a row that could not run has none)
+        if (r.timed > 1)
+            std::printf("spread %s T=%lld seqs=%d %s %s: device ms min %.4f median %.4f max %.4f over %d timings\n",
+                        r.case_name.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
+                        r.device_ms_min, r.device_ms, r.device_ms_max, r.timed);
     if (o.hash)
         for (const Row& r : rows)
             if (r.path.rfind("n/a", 0) != 0)  // (a row that could not run has no hash)
@@ -822,11 +836,12 @@ int main(int argc, char** argv) {
         FILE* f = std::fopen(o.csv.c_str(), "w");
         if (!f) { std::perror(o.csv.c_str()); return 1; }
         std::fprintf(f, "case,backend,tokens,seqs,algorithm,precision,path,dtype,device_ms,host_us,err_out,"
-                        "err_state\n");
+                        "err_state,device_ms_min,device_ms_max\n");
         for (const Row& r : rows)
-            std::fprintf(f, "%s,%s,%lld,%d,%s,%s,\"%s\",%s,%.6f,%.3f,%.3e,%.3e\n", r.case_name.c_str(),
+            std::fprintf(f, "%s,%s,%lld,%d,%s,%s,\"%s\",%s,%.6f,%.3f,%.3e,%.3e,%.6f,%.6f\n", r.case_name.c_str(),
                          r.backend.c_str(), (long long)r.tokens, r.seqs, r.algo.c_str(), r.precision.c_str(),
-                         r.path.c_str(), r.dtype.c_str(), r.device_ms, r.host_us, r.err_out, r.err_state);
+                         r.path.c_str(), r.dtype.c_str(), r.device_ms, r.host_us, r.err_out, r.err_state,
+                         r.device_ms_min, r.device_ms_max);
         std::fclose(f);
     }
     if (!o.json.empty()) {
@@ -839,11 +854,12 @@ int main(int argc, char** argv) {
             std::fprintf(f,
                          "  {\"case\": \"%s\", \"backend\": \"%s\", \"tokens\": %lld, \"seqs\": %d, "
                          "\"algorithm\": \"%s\", \"precision\": \"%s\", \"path\": \"%s\", \"dtype\": \"%s\", "
-                         "\"device_ms\": %s, \"host_us\": %s, \"err_out\": %s, \"err_state\": %s}%s\n",
+                         "\"device_ms\": %s, \"host_us\": %s, \"err_out\": %s, \"err_state\": %s, "
+                         "\"device_ms_min\": %s, \"device_ms_max\": %s}%s\n",
                          r.case_name.c_str(), r.backend.c_str(), (long long)r.tokens, r.seqs,
                          r.algo.c_str(), r.precision.c_str(), r.path.c_str(), r.dtype.c_str(), num(r.device_ms).c_str(),
                          num(r.host_us).c_str(), num(r.err_out).c_str(), num(r.err_state).c_str(),
-                         i + 1 < rows.size() ? "," : "");
+                         num(r.device_ms_min).c_str(), num(r.device_ms_max).c_str(), i + 1 < rows.size() ? "," : "");
         }
         std::fprintf(f, "]}\n");
         std::fclose(f);
