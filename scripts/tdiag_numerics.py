@@ -28,12 +28,6 @@ def mm(a, b, bits):  # operands rounded, products exact, FP32 accumulation (mode
 def mm3(a, b, bits):  # split operands (value + remainder), three products, FP32 accumulation
     ah = rnd(a, bits); al = rnd(f32(a) - ah, bits); bh = rnd(b, bits); bl = rnd(f32(b) - bh, bits)
     return f32(ah @ bh + ah @ bl + al @ bh)
-def prod3(A, bits):
-    I = np.eye(A.shape[0])
-    A2 = mm3(A, A, bits); A4 = mm3(A2, A2, bits); A8 = mm3(A4, A4, bits)
-    P = f32(I - A)
-    P = f32(P + mm3(P, A2, bits)); P = f32(P + mm3(P, A4, bits)); P = f32(P + mm3(P, A8, bits))
-    return P
 def fwd32(A):
     n = A.shape[0]; T = np.zeros_like(A); A = f32(A)
     for t in range(n):
@@ -42,11 +36,12 @@ def fwd32(A):
             row = f32(row - A[t, i] * T[i])
         T[t] = row
     return T
-def prod(A, bits):
+def prod(A, bits, dot=mm):
+    """(I - A)(I + A^2)(I + A^4)(I + A^8), each product by dot (mm: single operands; mm3: split)."""
     I = np.eye(A.shape[0])
-    A2 = mm(A, A, bits); A4 = mm(A2, A2, bits); A8 = mm(A4, A4, bits)
+    A2 = dot(A, A, bits); A4 = dot(A2, A2, bits); A8 = dot(A4, A4, bits)
     P = f32(I - A)
-    P = f32(P + mm(P, A2, bits)); P = f32(P + mm(P, A4, bits)); P = f32(P + mm(P, A8, bits))
+    P = f32(P + dot(P, A2, bits)); P = f32(P + dot(P, A4, bits)); P = f32(P + dot(P, A8, bits))
     return P
 def block(norm, gscale, spread):
     K = 128; n = 16
@@ -71,7 +66,7 @@ for name, norm, gs, sp in [("norm, g~-0.3", True, 0.3, 0), ("norm, g~-0.01", Tru
         res["fwd32"].append(np.abs(fwd32(A) - ex).max() / sc)
         res["tf32/fp16 (10 bits)"].append(np.abs(prod(A, 10) - ex).max() / sc)
         res["bf16 (7 bits)"].append(np.abs(prod(A, 7) - ex).max() / sc)
-        res["3xTF32 split"].append(np.abs(prod3(A, 10) - ex).max() / sc)
+        res["3xTF32 split"].append(np.abs(prod(A, 10, mm3) - ex).max() / sc)
         res["round T to bf16"].append(np.abs(rnd(ex, 7) - ex).max() / sc)
         res["round T to fp16"].append(np.abs(rnd(ex, 10) - ex).max() / sc)
     print(name)
