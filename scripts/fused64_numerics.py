@@ -34,7 +34,7 @@ metric). Needs NumPy; not part of the tests (docs/perf-notes.md v45 has the resu
     scripts/fused64_numerics.py [--scheme fused|fla|scan32] [--T 1000] [--heads 4] [--regime NAME|all]
                                 [--spread 0.35] [--seed N] [--exact 0|1] [--tf32 0|1]
                                 [--tb N] [--p N] [--s N] [--w N] [--d N] [--d2 N]
-                                [--solve exact|tf32|f16merge|bf16merge|fp16dbl|bf16dbl]
+                                [--solve exact|tf32|f16merge|bf16merge|fp16dbl|bf16dbl|tf32prod|tf32prod3]
                                 [--fmt bf16|fp16|fp16u] [--pairs all|tri] [--inputs bf16|f32]
                                 [--scan-terms tb,v,w,s,p,d,d2,kq]
 (--tb to --d2, fused only: BF16 terms of T diag(β), P, Sᵀ, W = v − e^γ ⊙ Sᵀk, D in P D, D2; the
@@ -43,7 +43,9 @@ v54: the FP32 diagonal blocks merged by TF32 products; every instance since v96)
 default) as an FP32 inverse;
 `fp16dbl` as FlashInfer's sm90 prep does (8 x 8 diagonal blocks in FP32, then doubling on FP16
 operands with FP16 rounding at each level; perf-notes v113), `bf16dbl` the same on BF16;
-`f16merge` / `bf16merge` as `tf32` with the merges' operands in FP16 / BF16 (T's blocks in FP32).
+`f16merge` / `bf16merge` as `tf32` with the merges' operands in FP16 / BF16 (T's blocks in FP32);
+`tf32prod` / `tf32prod3` as `tf32` with the 16 x 16 diagonal inverses by the product form
+(I − A)(I + A²)(I + A⁴)(I + A⁸) on single / split TF32 operands (an idea, perf-notes v115).
 `--scheme scan32` models the two-kernel register-state scan (C = 32) instead, its operands' terms
 from `--scan-terms` (the BF16X3 mode's by default; see SCAN_TERMS). `--fmt fp16u` takes every split
 operand's terms in FP16 (a value and unscaled FP16 remainders), `fp16` with each remainder scaled
@@ -179,11 +181,35 @@ def operand(fmt):
     return lambda x: f(x) if ROUND else np.asarray(x, dtype=np.float32)
 
 
-def solve_fused(A, fmt):
+def diag_product(Ad, split):
+    """A diagonal block's (I + A)^-1 by the nilpotent product form (I − A)(I + A²)(I + A⁴)(I + A⁸)
+    on TF32 operands (cvt.rna), FP32 sums; split: each operand a TF32 value and a TF32 remainder,
+    three products (hi·hi + hi·lo + lo·hi). perf-notes v115; scripts/tdiag_numerics.py."""
+    r = operand("tf32")
+
+    def dot(a, b):
+        if not split:
+            return mm(r(a), r(b))
+        ah, bh = r(a), r(b)
+        al, bl = r(f32(a) - ah), r(f32(b) - bh)
+        return mm(ah, bh) + mm(ah, bl) + mm(al, bh)
+
+    I = np.eye(Ad.shape[0], dtype=np.float32)
+    A2 = f32(dot(Ad, Ad))
+    A4 = f32(dot(A2, A2))
+    A8 = f32(dot(A4, A4))
+    Pd = f32(I - Ad)
+    for Ak in (A2, A4, A8):
+        Pd = f32(Pd + dot(Pd, Ak))
+    return Pd
+
+
+def solve_fused(A, fmt, diag="fp32"):
     """(I + A)^-1 as the fused kernel's prep forms it (perf-notes v54, v113): the 16 x 16
     diagonal inverses in FP32, level 2 T_ba = −T_bb (A_ba T_aa) for (a, b) = (0, 1), (2, 3),
     level 3 T_10 = −T_1 (A_10 T_0) on the 32 x 32 halves, every product's operands rounded to
-    fmt (the library: TF32), FP32 sums."""
+    fmt (the library: TF32), FP32 sums. diag `prod` / `prod3`: the diagonal inverses by the
+    product form on single / split TF32 operands instead (an idea, perf-notes v115)."""
     n = A.shape[0]
     A = np.pad(A, (0, C - n))
     r = operand(fmt)
@@ -191,7 +217,10 @@ def solve_fused(A, fmt):
     T = np.zeros((C, C), dtype=np.float32)
     for i in range(4):
         s = slice(16 * i, 16 * i + 16)
-        T[s, s] = f32(np.linalg.inv(np.eye(16) + A[s, s].astype(np.float64)))
+        if diag == "fp32":
+            T[s, s] = f32(np.linalg.inv(np.eye(16) + A[s, s].astype(np.float64)))
+        else:
+            T[s, s] = diag_product(A[s, s], diag == "prod3")
     for a0 in (0, 32):
         sa, sb = slice(a0, a0 + 16), slice(a0 + 16, a0 + 32)
         T[sb, sa] = -dot(T[sb, sb], dot(A[sb, sa], T[sa, sa]))
@@ -225,7 +254,9 @@ def solve_doubling(A, fmt):
 
 # --solve: T's form and its products' operands; `exact` (none of these) an FP32 inverse.
 SOLVES = dict(tf32=(solve_fused, "tf32"), f16merge=(solve_fused, "fp16"), bf16merge=(solve_fused, "bf16"),
-              fp16dbl=(solve_doubling, "fp16"), bf16dbl=(solve_doubling, "bf16"))
+              fp16dbl=(solve_doubling, "fp16"), bf16dbl=(solve_doubling, "bf16"),
+              tf32prod=(lambda A, fmt: solve_fused(A, fmt, "prod"), "tf32"),
+              tf32prod3=(lambda A, fmt: solve_fused(A, fmt, "prod3"), "tf32"))
 SOLVE = "exact"
 
 
