@@ -20,6 +20,7 @@
 //  --phases n (n > 1)  also n launches one by one with the marks on, each timed, and CTA 0's
 //                      phases for warps 0, 4 and 8 per launch (built with
 //                      -DGDN_FUSED64_CHAIN_MARKS: the chain's work split at its wgmma waits);
+//                      the timing after them runs without the marks (--phases 1: with them);
 //  --trace n           n launches with the events on, each timed: the first one's chunk
 //                      event times in CTAs 0 and 1, and for every one the mean time of each
 //                      step on the path load -> prep -> chain;
