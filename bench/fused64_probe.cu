@@ -401,6 +401,13 @@ int main(int argc, char** argv) {
         // next one's: perf-notes v115).
         CK(cudaMemcpy(ds, s0.data(), s0.size() * 4, cudaMemcpyHostToDevice));
         launch();
+        int khz = 0;
+        CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+        const double us = 1e3 / khz;  // a cycle in µs (at the rated clock)
+        const int nch = std::min((T + 63) / 64, f64::kTraceChunks);
+        const int pairs = 2;
+        // The prep's events are the CTA's that prepared the chunk (PAIR: CTA j % 2).
+        auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
         for (int tl = 0; tl < trace; ++tl) {
             a.trace = 1;
             const float launch_ms = timed_launch();
@@ -408,13 +415,6 @@ int main(int argc, char** argv) {
             std::printf("traced launch %d: %.4f ms\n", tl, launch_ms);
             static long long tr[2][f64::kTraceEvents][f64::kTraceChunks];
             CK(cudaMemcpyFromSymbol(tr, f64::g_trace, sizeof tr));
-            int khz = 0;
-            CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-            const double us = 1e3 / khz;  // a cycle in µs (at the rated clock)
-            const int nch = std::min((T + 63) / 64, f64::kTraceChunks);
-            const int pairs = 2;
-            // The prep's events are the CTA's that prepared the chunk (PAIR: CTA j % 2).
-            auto prep_cta = [&](int j) { return pairs == 2 ? j % 2 : 0; };
             for (int c = 0; c < pairs; ++c) {
                 if (tl == 0) {
                     std::printf("trace CTA %d (µs since its start): chunk  load:pass issued  prep:start end  "

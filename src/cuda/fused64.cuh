@@ -70,14 +70,6 @@
 #ifndef GDN_FUSED64_REG_PREP
 #define GDN_FUSED64_REG_PREP 136
 #endif
-// The instances with the q/k L2 norm may take a split of their own (an experiment's,
-// perf-notes v114); by default the others'.
-#ifndef GDN_FUSED64_REG_STATE_NORM
-#define GDN_FUSED64_REG_STATE_NORM GDN_FUSED64_REG_STATE
-#endif
-#ifndef GDN_FUSED64_REG_PREP_NORM
-#define GDN_FUSED64_REG_PREP_NORM GDN_FUSED64_REG_PREP
-#endif
 // The solve's merges (level 2, Z, level 3 of T's blocks) on TF32 everywhere (0, the
 // default), on FP16 operands in the instances with the q/k L2 norm (1), or in every instance
 // (2, perf-notes v113). The norm bounds A's entries by β (|k̂_t·k̂_i| <= 1), so T's stay in
@@ -428,8 +420,7 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
     // The state warpgroup takes the registers the prep warpgroups give back, each role's
     // first instruction (ptxas allocates a role's registers to the limit that dominates its
     // code).
-    constexpr int kRegState = NORM ? GDN_FUSED64_REG_STATE_NORM : GDN_FUSED64_REG_STATE;
-    constexpr int kRegPrep = NORM ? GDN_FUSED64_REG_PREP_NORM : GDN_FUSED64_REG_PREP;
+    constexpr int kRegState = GDN_FUSED64_REG_STATE, kRegPrep = GDN_FUSED64_REG_PREP;
     constexpr int kRegLoad = GDN_FUSED64_REG_LOAD;
     // The CTA launches with 128 registers a thread (512 threads): the split must fit the
     // 512 x 128 the launch holds, or setmaxnreg.inc waits forever (run 130, at 384 threads
