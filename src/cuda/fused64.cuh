@@ -80,15 +80,6 @@
 #ifndef GDN_FUSED64_F16_SOLVE
 #define GDN_FUSED64_F16_SOLVE 0
 #endif
-// T's diagonal 16 x 16 blocks (t_diag), an experiment switch (perf-notes v116): 0 (the
-// default) the forward substitution by rows, four partial sums, A's entries by 4-byte loads
-// (16-byte ones in the BAL instances); 2 the same sums from 16-byte loads (the same bits);
-// 1 right-looking (Tc[m] final, then every later row's update by it: a dependent chain of 15
-// FMAs instead of 15 rows' sums), A's columns 4k..4k+3 by one 16-byte load a row; 9 a timing
-// ablation only: T's diagonal blocks set to I (wrong results; what the substitution costs).
-#ifndef GDN_FUSED64_TDIAG
-#define GDN_FUSED64_TDIAG 0
-#endif
 
 namespace gdn::cuda::fused64 {
 // The probe's build (GDN_FUSED64_PROFILE) gets its own symbols: its kernels
@@ -705,54 +696,29 @@ __global__ void __launch_bounds__(512, 1) fused64_kernel(const __grid_constant__
         auto t_diag = [&](const float* A, float* dst, int ld, int col0) {
             const int cc = lane & 15, b0 = 16 * wq;
             float Tc[16];
-#if GDN_FUSED64_TDIAG == 1 || GDN_FUSED64_TDIAG == 9
-#pragma unroll
-            for (int r = 0; r < 16; ++r) Tc[r] = r == cc ? 1.0f : 0.0f;
-#endif
-#if GDN_FUSED64_TDIAG == 1
-#pragma unroll
-            for (int k4 = 0; k4 < 4; ++k4) {
-                float4 a4[16];
-#pragma unroll
-                for (int r = 4 * k4 + 1; r < 16; ++r)
-                    a4[r] = *reinterpret_cast<const float4*>(A + (b0 + r) * kLDA + b0 + 4 * k4);
-#pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const int m = 4 * k4 + u;
-#pragma unroll
-                    for (int r = m + 1; r < 16; ++r) {
-                        const float av = u == 0 ? a4[r].x : u == 1 ? a4[r].y : u == 2 ? a4[r].z : a4[r].w;
-                        Tc[r] -= av * Tc[m];
-                    }
-                }
-            }
-#else
 #pragma unroll
             for (int r = 0; r < 16; ++r) {
-                // Four partial sums: a quarter of the dependent chain. (BAL: the row by
-                // 16-byte loads, kLDA and b0 keep them aligned; each sum in the same order.)
+                // Four partial sums: a quarter of the dependent chain; the row by 16-byte
+                // loads (kLDA and b0 keep them aligned): a quarter of the shared-memory
+                // loads of 4-byte ones, the same sums (perf-notes v116: −4% at 32K, run 312).
                 float x[4] = {r == cc ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
                 const float* Ar = A + (b0 + r) * kLDA + b0;
-                if constexpr (BAL || GDN_FUSED64_TDIAG == 2) {
 #pragma unroll
-                    for (int m4 = 0; 4 * m4 < r; ++m4) {
-                        const float4 a4 = reinterpret_cast<const float4*>(Ar)[m4];
-                        const float av[4] = {a4.x, a4.y, a4.z, a4.w};
+                for (int m4 = 0; 4 * m4 < r; ++m4) {
+                    const float4 a4 = reinterpret_cast<const float4*>(Ar)[m4];
+                    const float av[4] = {a4.x, a4.y, a4.z, a4.w};
 #pragma unroll
-                        for (int u = 0; u < 4; ++u)
-                            if (4 * m4 + u < r) x[u] -= av[u] * Tc[4 * m4 + u];
-                    }
-                } else {
-#pragma unroll
-                    for (int m = 0; m < r; ++m) x[m & 3] -= Ar[m] * Tc[m];
+                    for (int u = 0; u < 4; ++u)
+                        if (4 * m4 + u < r) x[u] -= av[u] * Tc[4 * m4 + u];
                 }
                 Tc[r] = (x[0] + x[1]) + (x[2] + x[3]);
             }
-#endif
             __syncwarp();
-            if (lane < 16)
+            // Every lane holds its column's 16 rows (lanes c and c + 16 alike): rows 0-7 from
+            // lanes 0-15, rows 8-15 from lanes 16-31, eight stores instead of sixteen.
+            const int hr = 8 * (lane >> 4);
 #pragma unroll
-                for (int r = 0; r < 16; ++r) dst[(b0 + r) * ld + col0 + cc] = Tc[r];
+            for (int r = 0; r < 8; ++r) dst[(b0 + hr + r) * ld + col0 + cc] = lane < 16 ? Tc[r] : Tc[r + 8];
         };
         // Both prep warpgroups (warps w8 = 0..7) on one chunk, every other chunk of the
         // sequence (the peer CTA takes the others), to cut a chunk's prep latency
