@@ -31,7 +31,8 @@
 //  --balance 1         the kernel's BAL option: warpgroup 1 forms Pᵀ = k·qᵀ (stored as P by
 //                      stmatrix.trans), so that A's and Pᵀ's live tiles balance the four
 //                      schedulers; the exponentials without the denormal guard; T's
-//                      diagonal blocks from 16-byte row loads (perf-notes v44);
+//                      diagonal blocks without warpgroup 0's barrier before them (perf-notes
+//                      v44; their 16-byte row loads are every instance's since 0.6.5, v116);
 //  --marks 0           the instances without the marks compiled in (the library takes those
 //                      with them, flags off: ~20% faster at 32K, perf-notes v47);
 //  --pair 1 --tma 1 --split 1 --rings 1  accepted and ignored (what the kernel is; scripts
